@@ -1,0 +1,269 @@
+"""One PostgreSQL server of a sandbox: a real postmaster on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pytest_pgha.cluster import conf
+from pytest_pgha.cluster.lsn import lsn_to_int
+from pytest_pgha.cluster.postmaster import kill_group_and_wait
+from pytest_pgha.cluster.template import (
+    Credentials,
+    base_env,
+    run_as,
+    tail,
+    wait_ready,
+)
+from pytest_pgha.cluster.binaries import PgBinaries
+from pytest_pgha.errors import ClusterError, PghaConfigError
+from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.sandbox.process import ManagedProcess
+
+STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+
+
+@dataclass(frozen=True)
+class WalPositions:
+    """Where a node is in the WAL, as integers (None where the role has no such thing)."""
+
+    in_recovery: bool
+    current: int | None  # primary: pg_current_wal_lsn()
+    insert: int | None  # primary: pg_current_wal_insert_lsn()
+    received: int | None  # standby: pg_last_wal_receive_lsn()
+    replayed: int | None  # standby: pg_last_wal_replay_lsn()
+
+    @property
+    def most_advanced(self) -> int:
+        return max(v for v in (self.current, self.received, self.replayed, 0) if v is not None)
+
+
+class Node:
+    def __init__(self, name: str, datadir: Path, port: int, *, binaries: PgBinaries,
+                 credentials: Credentials, context: SandboxContext,
+                 settings: Mapping[str, str]) -> None:
+        self.name = name
+        self.datadir = datadir
+        self.port = port
+        self.binaries = binaries
+        self.credentials = credentials
+        self._context = context
+        self._settings = dict(settings)
+        self.log_path = datadir.parent / f"{name}.log"
+        self._process: ManagedProcess | None = None
+        self.upstream: Node | None = None
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name} port={self.port}>"
+
+    # -- connecting -----------------------------------------------------------------
+    def dsn(self, user: str = "app", dbname: str = "app", **params: object) -> str:
+        parts = {"host": "127.0.0.1", "port": self.port, "user": user, "dbname": dbname,
+                 "password": self.credentials.password(user), "connect_timeout": 3, **params}
+        return " ".join(f"{k}={v}" for k, v in parts.items())
+
+    def connect(self, user: str = "postgres", dbname: str = "app", *, autocommit: bool = True,
+                **params: Any) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.dsn(user, dbname), autocommit=autocommit, **params)
+
+    def sql(self, query: str, params: Sequence[Any] | None = None, *, user: str = "postgres",
+            dbname: str = "app") -> list[tuple[Any, ...]]:
+        """Run one statement in a short-lived session and return its rows."""
+        with self.connect(user, dbname) as conn:
+            cursor = conn.execute(query.encode(), params)  # bytes: no placeholder parsing
+            return cursor.fetchall() if cursor.description else []
+
+    def value(self, query: str, params: Sequence[Any] | None = None) -> Any:
+        rows = self.sql(query, params)
+        return rows[0][0] if rows else None
+
+    # -- process control --------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid, or None when it is not running."""
+        return self._process.pid if self._process and self._process.running() else None
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.running()
+
+    def write_conf(self, extra: Mapping[str, str] | None = None) -> None:
+        settings = {"port": str(self.port), "cluster_name": conf.quote(self.name),
+                    **self._settings, **(extra or {})}
+        conf.write_node_conf(self.datadir, settings)
+        self._context.identity.own(self.datadir / conf.NODE_CONF)
+
+    def launch(self) -> None:
+        """Start the postmaster without waiting for it to accept connections."""
+        if self.running():
+            raise ClusterError(f"{self.name} is already running (pid {self.pid})")
+        if self._process is not None:
+            # A crashed postmaster leaves backends behind for a moment; they would keep
+            # the old shared memory busy and the new postmaster would refuse to start.
+            kill_group_and_wait(self._process.pid)
+            self._process.forget()
+        self._process = ManagedProcess(
+            [self.binaries.program("postgres"), "-D", str(self.datadir)], label=self.name,
+            log_path=self.log_path, identity=self._context.identity,
+            registry=self._context.registry, env=base_env(), cwd=self.datadir)
+        self._process.start()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        if self._process is None:
+            raise ClusterError(f"{self.name} was never started")
+        wait_ready(self.datadir, self._process, self.log_path, timeout=timeout)
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def stop(self, mode: str = "fast", timeout: float = 60.0) -> None:
+        if mode not in STOP_SIGNALS:
+            raise PghaConfigError.invalid("mode", mode, f"use one of {', '.join(STOP_SIGNALS)}")
+        if self._process is None:
+            return
+        self._process.stop(STOP_SIGNALS[mode], timeout=timeout)
+
+    def restart(self, mode: str = "fast") -> None:
+        self.stop(mode)
+        self.start()
+
+    def signal(self, signum: int, *, whole_group: bool = False) -> None:
+        """Send a signal to the postmaster (or to every process of the node, as a frozen
+        or lost host would see it)."""
+        if self._process is None or self.pid is None:
+            raise ClusterError(f"{self.name} is not running")
+        if whole_group:
+            import os
+
+            os.killpg(self._process.pid, signum)
+        else:
+            self._process.send_signal(signum)
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster: to PostgreSQL, a power loss."""
+        self.signal(signal.SIGKILL)
+        assert self._process is not None
+        self._process.wait(5.0)
+
+    def freeze(self) -> None:
+        self.signal(signal.SIGSTOP, whole_group=True)
+
+    def thaw(self) -> None:
+        self.signal(signal.SIGCONT, whole_group=True)
+
+    def destroy(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                self.thaw()
+            self._process.stop(signal.SIGQUIT, timeout=10)
+            kill_group_and_wait(self._process.pid)
+
+    # -- state ---------------------------------------------------------------------
+    def is_in_recovery(self) -> bool:
+        return bool(self.value("SELECT pg_is_in_recovery()"))
+
+    def wal_positions(self) -> WalPositions:
+        row = self.sql(
+            "SELECT pg_is_in_recovery(),"
+            " CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn() END,"
+            " CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_insert_lsn() END,"
+            " pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()")[0]
+        return WalPositions(bool(row[0]), *(lsn_to_int(v) for v in row[1:]))
+
+    def timeline(self) -> int:
+        """The timeline the node is on now (a promoted standby's new one at once)."""
+        if self.is_in_recovery():
+            received = self.value("SELECT received_tli FROM pg_stat_wal_receiver")
+            if received:
+                return int(received)
+            return int(self.value("SELECT timeline_id FROM pg_control_checkpoint()"))
+        walfile = self.value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        return int(str(walfile)[:8], 16)
+
+    def logs(self, lines: int | None = None) -> str:
+        if lines is not None:
+            return tail(self.log_path, lines)
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    # -- roles -----------------------------------------------------------------------
+    def promote(self, timeout: int = 60) -> None:
+        """pg_promote(wait => true): returns once the node accepts writes."""
+        if not self.value("SELECT pg_promote(true, %s)", [timeout]):
+            raise ClusterError(f"{self.name} did not finish promotion within {timeout}s:\n"
+                               f"{self.logs(20)}")
+        self.upstream = None
+
+    def ensure_slot(self, slot: str) -> None:
+        self.sql("SELECT pg_create_physical_replication_slot(%s, true) WHERE NOT EXISTS "
+                 "(SELECT 1 FROM pg_replication_slots WHERE slot_name = %s)", [slot, slot])
+
+    def replica_settings(self, upstream: Node) -> dict[str, str]:
+        conninfo = (f"host=127.0.0.1 port={upstream.port} user=replicator "
+                    f"password={self.credentials.replicator} application_name={self.name} "
+                    "connect_timeout=2")
+        return {"primary_conninfo": conf.quote(conninfo),
+                "primary_slot_name": conf.quote(self.name)}
+
+    def configure_as_replica(self, upstream: Node) -> None:
+        self.write_conf(self.replica_settings(upstream))
+        signal_file = self.datadir / "standby.signal"
+        signal_file.touch()
+        self._context.identity.own(signal_file)
+        self.upstream = upstream
+
+    def follow(self, upstream: Node) -> None:
+        """Repoint a running standby at another upstream: primary_conninfo reloads
+        without a restart since PostgreSQL 13."""
+        upstream.ensure_slot(self.name)
+        self.configure_as_replica(upstream)
+        self.sql("SELECT pg_reload_conf()")
+
+    def rejoin(self, new_primary: Node, *, rewind: bool = True, timeout: float = 60.0) -> str:
+        """Make this node (e.g. a failed old primary) a standby of new_primary. With
+        rewind, pg_rewind first undoes what this node wrote after the timelines
+        diverged (it says "no rewind required" when they did not)."""
+        if self.running():
+            self.stop("fast")
+        if self._process is not None:
+            kill_group_and_wait(self._process.pid)
+        output = ""
+        if rewind:
+            source = new_primary.dsn("postgres", "postgres")
+            output = run_as(self._context.identity,
+                            [self.binaries.program("pg_rewind"), f"--target-pgdata={self.datadir}",
+                             f"--source-server={source}", "--progress"],
+                            cwd=self.datadir, env=base_env(), what=f"pg_rewind of {self.name}")
+        # pg_rewind copies the source's files, our include file among them.
+        new_primary.ensure_slot(self.name)
+        self.configure_as_replica(new_primary)
+        self.start(timeout)
+        return output
+
+    def clear_slots(self) -> None:
+        """Drop the replication slots a cloned data directory inherited."""
+        slots = self.datadir / "pg_replslot"
+        for slot in slots.iterdir() if slots.exists() else []:
+            shutil.rmtree(slot, ignore_errors=True)
+
+
+def wait_until(predicate: Any, *, timeout: float, interval: float = 0.005,
+               what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except psycopg.Error as error:
+            last_error = error
+        time.sleep(interval)
+    suffix = f" (last error: {last_error})" if last_error else ""
+    raise ClusterError(f"timed out after {timeout:.1f}s waiting for {what}{suffix}")

@@ -1,0 +1,39 @@
+"""Errors that reach the user: each names the problem and the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class PghaError(Exception):
+    """Base class of every error pytest-pgha raises on purpose."""
+
+
+class PghaConfigError(PghaError):
+    """An option, marker or factory argument that cannot work.
+
+    The plugin turns it into a pytest usage error when it comes from the command line.
+    """
+
+    @classmethod
+    def invalid(cls, option: str, value: object, fix: str) -> PghaConfigError:
+        return cls(f"invalid {option}={value!r}: {fix}")
+
+
+class BinaryNotFoundError(PghaError):
+    """A program the stack needs is not installed."""
+
+    @classmethod
+    def nothing_found(
+        cls, what: str, tried: Iterable[str], install_hint: str
+    ) -> BinaryNotFoundError:
+        places = "\n".join(f"  - {place}" for place in tried)
+        return cls(f"{what} not found. Tried, in order:\n{places}\nFix: {install_hint}")
+
+
+class ClusterError(PghaError):
+    """PostgreSQL did something the harness did not expect (it failed to start, ...)."""
+
+
+class ProxyError(PghaError):
+    """A proxy failed to start or to accept its configuration."""

@@ -1,0 +1,114 @@
+"""A registry on disk of every process and directory a run started.
+
+Fixtures stop what they start, even on failure or Ctrl-C. But a run killed with
+SIGKILL runs no finalizer: the next run (or `pgha cleanup`) reads this registry and
+reaps what belonged to owners that are no longer alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+@dataclass(frozen=True)
+class Entry:
+    owner_pid: int
+    owner_started: float
+    kind: str  # "process" or "directory"
+    pid: int = 0
+    pid_started: float = 0.0
+    path: str = ""
+    label: str = ""
+
+    def owner_alive(self) -> bool:
+        started = _start_time(self.owner_pid)
+        return started is not None and abs(started - self.owner_started) < 1.0
+
+    def process_alive(self) -> bool:
+        started = _start_time(self.pid)
+        return started is not None and abs(started - self.pid_started) < 1.0
+
+
+@dataclass
+class ReapReport:
+    processes: int = 0
+    directories: int = 0
+
+    def __str__(self) -> str:
+        return f"reaped {self.processes} orphan process group(s), {self.directories} director(ies)"
+
+
+class Registry:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._owner_pid = os.getpid()
+        self._owner_started = _start_time(self._owner_pid) or 0.0
+
+    def _write(self, entry: Entry) -> Path:
+        path = self.directory / f"{entry.kind}-{uuid.uuid4().hex}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(entry)))
+        tmp.rename(path)
+        return path
+
+    def add_process(self, pid: int, label: str) -> Path:
+        entry = Entry(self._owner_pid, self._owner_started, "process", pid=pid,
+                      pid_started=_start_time(pid) or 0.0, label=label)
+        return self._write(entry)
+
+    def add_directory(self, path: Path) -> Path:
+        return self._write(Entry(self._owner_pid, self._owner_started, "directory",
+                                 path=str(path)))
+
+    @staticmethod
+    def remove(token: Path) -> None:
+        token.unlink(missing_ok=True)
+
+    def entries(self) -> list[tuple[Path, Entry]]:
+        found = []
+        for path in sorted(self.directory.glob("*.json")):
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                found.append((path, Entry(**json.loads(path.read_text()))))
+        return found
+
+    def reap(self, *, everything: bool = False) -> ReapReport:
+        """Kill and delete what dead owners left (with everything=True: all of it)."""
+        report = ReapReport()
+        entries = self.entries()
+        # Processes first: a data directory cannot go while its postmaster runs.
+        for path, entry in sorted(entries, key=lambda pe: pe[1].kind != "process"):
+            if not everything and entry.owner_alive():
+                continue
+            if entry.kind == "process" and entry.process_alive():
+                kill_process_group(entry.pid)
+                report.processes += 1
+            elif entry.kind == "directory" and os.path.exists(entry.path):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                report.directories += 1
+            path.unlink(missing_ok=True)
+        return report
+
+
+def kill_process_group(pid: int) -> None:
+    """SIGKILL a process and every process of the group it leads."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,55 @@
+"""Timestamped events shared by faults, the HA manager and the proxies.
+
+Every event carries both clocks: the monotonic one orders events inside one process
+without jumps; the wall clock lines them up with the transaction log (pgbench's -l
+format stores epoch seconds and microseconds).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def now_epoch_us() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened: a fault injected, an HA phase started or ended."""
+
+    name: str
+    epoch_us: int
+    monotonic_ns: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Timeline:
+    """Thread-safe, append-only list of events of one test."""
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def record(self, name: str, **detail: Any) -> Event:
+        event = Event(name, now_epoch_us(), time.monotonic_ns(), dict(detail))
+        with self._lock:
+            self._events.append(event)
+        return event
+
+    @property
+    def events(self) -> list[Event]:
+        with self._lock:
+            return list(self._events)
+
+    def first(self, name: str) -> Event | None:
+        return next((e for e in self.events if e.name == name), None)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [e.to_json() for e in self.events]
