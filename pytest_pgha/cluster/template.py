@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -26,8 +26,8 @@ from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.postmaster import pid_file_status
 from pytest_pgha.errors import ClusterError
-from pytest_pgha.sandbox.process import ManagedProcess
 from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.sandbox.process import ManagedProcess
 from pytest_pgha.sandbox.runas import Identity
 
 WAL_SEGMENT_MB = 1
@@ -62,13 +62,23 @@ class Template:
     setting_names: frozenset[str]
 
 
-def run_as(identity: Identity, argv: list[str], *, cwd: Path, env: dict[str, str] | None = None,
-           what: str) -> str:
-    result = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                            check=False, **identity.popen_kwargs())  # type: ignore[call-overload]
+def run_as(
+    identity: Identity, argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, what: str
+) -> str:
+    result = subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        **identity.popen_kwargs(),
+    )  # type: ignore[call-overload]
     if result.returncode != 0:
-        raise ClusterError(f"{what} failed (exit {result.returncode}): {' '.join(argv)}\n"
-                           f"{result.stdout}{result.stderr}")
+        raise ClusterError(
+            f"{what} failed (exit {result.returncode}): {' '.join(argv)}\n"
+            f"{result.stdout}{result.stderr}"
+        )
     return str(result.stdout) + str(result.stderr)
 
 
@@ -85,8 +95,13 @@ def ensure_template(context: SandboxContext, binaries: PgBinaries, scale: int) -
         if not meta.exists():
             _build(context, binaries, scale, home)
         data = json.loads(meta.read_text())
-    return Template(home / "data", binaries, Credentials(**data["credentials"]), scale,
-                    frozenset(data["setting_names"]))
+    return Template(
+        home / "data",
+        binaries,
+        Credentials(**data["credentials"]),
+        scale,
+        frozenset(data["setting_names"]),
+    )
 
 
 def _build(context: SandboxContext, binaries: PgBinaries, scale: int, home: Path) -> None:
@@ -101,11 +116,27 @@ def _build(context: SandboxContext, binaries: PgBinaries, scale: int, home: Path
     pwfile.write_text(credentials.postgres + "\n")
     identity.own(pwfile)
     try:
-        run_as(identity, [binaries.program("initdb"), "-D", str(datadir), "-U", "postgres",
-                          f"--pwfile={pwfile}", "--auth=scram-sha-256", "--no-sync",
-                          "--no-instructions", "-E", "UTF8", "--locale=C",
-                          f"--wal-segsize={WAL_SEGMENT_MB}"],
-               cwd=home, env=base_env(), what="initdb")
+        run_as(
+            identity,
+            [
+                binaries.program("initdb"),
+                "-D",
+                str(datadir),
+                "-U",
+                "postgres",
+                f"--pwfile={pwfile}",
+                "--auth=scram-sha-256",
+                "--no-sync",
+                "--no-instructions",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                f"--wal-segsize={WAL_SEGMENT_MB}",
+            ],
+            cwd=home,
+            env=base_env(),
+            what="initdb",
+        )
     finally:
         pwfile.unlink(missing_ok=True)
     conf.write_base_conf(datadir)
@@ -122,28 +153,56 @@ def _build(context: SandboxContext, binaries: PgBinaries, scale: int, home: Path
     (home / "meta.json.tmp").rename(home / "meta.json")
 
 
-def _populate(context: SandboxContext, binaries: PgBinaries, datadir: Path, port: int,
-              credentials: Credentials, scale: int) -> set[str]:
+def _populate(
+    context: SandboxContext,
+    binaries: PgBinaries,
+    datadir: Path,
+    port: int,
+    credentials: Credentials,
+    scale: int,
+) -> set[str]:
     log = datadir.parent / "template.log"
-    server = ManagedProcess([binaries.program("postgres"), "-D", str(datadir)], label="template",
-                            log_path=log, identity=context.identity, registry=context.registry,
-                            env=base_env(), cwd=datadir)
+    server = ManagedProcess(
+        [binaries.program("postgres"), "-D", str(datadir)],
+        label="template",
+        log_path=log,
+        identity=context.identity,
+        registry=context.registry,
+        env=base_env(),
+        cwd=datadir,
+    )
     server.start()
     try:
         wait_ready(datadir, server, log, timeout=60)
-        conninfo = (f"host=127.0.0.1 port={port} user=postgres dbname=postgres "
-                    f"password={credentials.postgres}")
+        conninfo = (
+            f"host=127.0.0.1 port={port} user=postgres dbname=postgres "
+            f"password={credentials.postgres}"
+        )
         with psycopg.connect(conninfo, autocommit=True) as admin:
             admin.execute(f"CREATE ROLE app LOGIN PASSWORD '{credentials.app}'")
-            admin.execute(f"CREATE ROLE replicator REPLICATION LOGIN PASSWORD "
-                          f"'{credentials.replicator}'")
-            admin.execute(f"CREATE ROLE monitor LOGIN PASSWORD '{credentials.monitor}' "
-                          "IN ROLE pg_monitor")
+            admin.execute(
+                f"CREATE ROLE replicator REPLICATION LOGIN PASSWORD '{credentials.replicator}'"
+            )
+            admin.execute(
+                f"CREATE ROLE monitor LOGIN PASSWORD '{credentials.monitor}' IN ROLE pg_monitor"
+            )
             admin.execute("CREATE DATABASE app OWNER app")
             names = {row[0] for row in admin.execute("SELECT name FROM pg_settings")}
         env = {**base_env(), "PGPASSWORD": credentials.app}
-        pgbench = [binaries.program("pgbench"), "-i", "-q", "-s", str(scale), "-h", "127.0.0.1",
-                   "-p", str(port), "-U", "app", "app"]
+        pgbench = [
+            binaries.program("pgbench"),
+            "-i",
+            "-q",
+            "-s",
+            str(scale),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            "app",
+            "app",
+        ]
         result = subprocess.run(pgbench, env=env, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise ClusterError(f"pgbench -i failed: {result.stderr}")
@@ -158,19 +217,28 @@ def _populate(context: SandboxContext, binaries: PgBinaries, datadir: Path, port
     return names
 
 
-def wait_ready(datadir: Path, process: ManagedProcess, log: Path, *, timeout: float,
-               accept: tuple[str, ...] = ("ready", "standby")) -> None:
+def wait_ready(
+    datadir: Path,
+    process: ManagedProcess,
+    log: Path,
+    *,
+    timeout: float,
+    accept: tuple[str, ...] = ("ready", "standby"),
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = pid_file_status(datadir)
         if status and status[0] == process.pid and status[1] in accept:
             return
         if not process.running():
-            raise ClusterError(f"postgres in {datadir} exited with code {process.returncode()}"
-                               f" while starting; its log ends with:\n{tail(log)}")
+            raise ClusterError(
+                f"postgres in {datadir} exited with code {process.returncode()}"
+                f" while starting; its log ends with:\n{tail(log)}"
+            )
         time.sleep(0.003)
-    raise ClusterError(f"postgres in {datadir} not ready after {timeout:.0f}s; its log:\n"
-                       f"{tail(log)}")
+    raise ClusterError(
+        f"postgres in {datadir} not ready after {timeout:.0f}s; its log:\n{tail(log)}"
+    )
 
 
 def tail(path: Path, lines: int = 20) -> str:

@@ -63,8 +63,13 @@ def open_sandbox(base_dir: Path, run_id: str) -> SandboxContext:
     run_dir = base_dir / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)
-    return SandboxContext(base_dir, run_dir, service_identity(), Registry(base_dir / "registry"),
-                          PortPool(base_dir / "ports"))
+    return SandboxContext(
+        base_dir,
+        run_dir,
+        service_identity(),
+        Registry(base_dir / "registry"),
+        PortPool(base_dir / "ports"),
+    )
 
 
 def reap_orphans(base_dir: Path, *, everything: bool = False) -> ReapReport:

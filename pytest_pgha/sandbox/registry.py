@@ -69,13 +69,18 @@ class Registry:
         return path
 
     def add_process(self, pid: int, label: str) -> Path:
-        entry = Entry(self._owner_pid, self._owner_started, "process", pid=pid,
-                      pid_started=_start_time(pid) or 0.0, label=label)
+        entry = Entry(
+            self._owner_pid,
+            self._owner_started,
+            "process",
+            pid=pid,
+            pid_started=_start_time(pid) or 0.0,
+            label=label,
+        )
         return self._write(entry)
 
     def add_directory(self, path: Path) -> Path:
-        return self._write(Entry(self._owner_pid, self._owner_started, "directory",
-                                 path=str(path)))
+        return self._write(Entry(self._owner_pid, self._owner_started, "directory", path=str(path)))
 
     @staticmethod
     def remove(token: Path) -> None:
@@ -96,14 +101,30 @@ class Registry:
         for path, entry in sorted(entries, key=lambda pe: pe[1].kind != "process"):
             if not everything and entry.owner_alive():
                 continue
-            if entry.kind == "process" and entry.process_alive():
-                kill_process_group(entry.pid)
-                report.processes += 1
-            elif entry.kind == "directory" and os.path.exists(entry.path):
-                shutil.rmtree(entry.path, ignore_errors=True)
-                report.directories += 1
+            _reap_entry(entry, report)
             path.unlink(missing_ok=True)
         return report
+
+    def reap_owned_by_me(self, *, keep_directories: bool = False) -> ReapReport:
+        """At the end of a run: whatever this process registered and did not remove."""
+        report = ReapReport()
+        for path, entry in self.entries():
+            if entry.owner_pid != self._owner_pid:
+                continue
+            if entry.kind == "directory" and keep_directories:
+                continue
+            _reap_entry(entry, report)
+            path.unlink(missing_ok=True)
+        return report
+
+
+def _reap_entry(entry: Entry, report: ReapReport) -> None:
+    if entry.kind == "process" and entry.process_alive():
+        kill_process_group(entry.pid)
+        report.processes += 1
+    elif entry.kind == "directory" and os.path.exists(entry.path):
+        shutil.rmtree(entry.path, ignore_errors=True)
+        report.directories += 1
 
 
 def kill_process_group(pid: int) -> None:

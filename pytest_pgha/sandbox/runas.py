@@ -69,8 +69,17 @@ def service_identity() -> Identity:
 
 def _create_system_user(name: str) -> None:
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    command = [useradd, "--system", "--user-group", "--no-create-home",
-               "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name]
+    command = [
+        useradd,
+        "--system",
+        "--user-group",
+        "--no-create-home",
+        "--home-dir",
+        "/nonexistent",
+        "--shell",
+        "/usr/sbin/nologin",
+        name,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     # Another xdist worker may have created it between our lookup and useradd.
     if result.returncode not in (0, 9):

@@ -1,0 +1,114 @@
+"""Cluster fixtures: a factory in the style of pytest-postgresql, and a default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, Literal
+
+import pytest
+
+from pytest_pgha import config as pgha_config
+from pytest_pgha.cluster.binaries import PgBinaries, discover, reachable_by_service_user
+from pytest_pgha.cluster.cluster import Cluster
+from pytest_pgha.cluster.spec import ClusterSpec
+from pytest_pgha.cluster.template import ensure_template
+from pytest_pgha.errors import PghaError
+from pytest_pgha.sandbox.context import SandboxContext, open_sandbox
+
+
+@pytest.fixture(scope="session")
+def pgha_sandbox(request: pytest.FixtureRequest) -> SandboxContext:
+    """Where this run's processes and directories live."""
+    opts = pgha_config.options(request.config)
+    return open_sandbox(opts.base_dir, request.config.stash[RUN_ID_KEY])
+
+
+RUN_ID_KEY = pytest.StashKey[str]()
+
+
+def resolve_binaries(
+    request: pytest.FixtureRequest, sandbox: SandboxContext, factory_bindir: str | None
+) -> PgBinaries:
+    opts = pgha_config.options(request.config)
+    found = discover(
+        factory=factory_bindir,
+        option=opts.pg_bindir_option,
+        ini=opts.pg_bindir_ini,
+        env=opts.pg_bindir_env,
+    )
+    return reachable_by_service_user(found, sandbox.cache_dir)
+
+
+@pytest.fixture(scope="session")
+def pgha_binaries(request: pytest.FixtureRequest, pgha_sandbox: SandboxContext) -> PgBinaries:
+    """The PostgreSQL binaries of this run (see README for the discovery order)."""
+    try:
+        return resolve_binaries(request, pgha_sandbox, None)
+    except PghaError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+def start_cluster(
+    request: pytest.FixtureRequest, spec: ClusterSpec, binaries: PgBinaries
+) -> Generator[Cluster, None, None]:
+    sandbox: SandboxContext = request.getfixturevalue("pgha_sandbox")
+    template = ensure_template(sandbox, binaries, spec.scale)
+    workdir = sandbox.test_dir(request.node.name)
+    cluster = Cluster(spec, template, sandbox, workdir)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        if not pgha_config.options(request.config).keep:
+            cluster.remove()
+
+
+def pgha_cluster_factory(
+    *,
+    replicas: int = 2,
+    synchronous: str = "off",
+    synchronous_commit: str = "on",
+    settings: Mapping[str, Any] | None = None,
+    pg_bindir: str | None = None,
+    scale: int = 1,
+    scope: Literal["session", "package", "module", "class", "function"] = "function",
+) -> Callable[..., Generator[Cluster, None, None]]:
+    """Make a cluster fixture. In conftest.py::
+
+        sync_cluster = pgha_cluster_factory(replicas=2, synchronous="FIRST 1 (*)")
+
+    replicas: streaming replicas beside the primary (0..8); synchronous: 'off',
+    'FIRST n (names)' or 'ANY n (names)' ('*' = every replica); synchronous_commit:
+    off/local/remote_write/on/remote_apply; settings: extra postgresql.conf settings
+    (e.g. {"wal_retrieve_retry_interval": "200ms"}); pg_bindir: overrides discovery;
+    scale: pgbench scale of database app.
+    """
+
+    @pytest.fixture(scope=scope)
+    def cluster_fixture(request: pytest.FixtureRequest) -> Generator[Cluster, None, None]:
+        try:
+            spec = ClusterSpec(
+                replicas=replicas,
+                synchronous=synchronous,
+                synchronous_commit=synchronous_commit,
+                settings=dict(settings or {}),
+                scale=scale,
+            )
+            sandbox: SandboxContext = request.getfixturevalue("pgha_sandbox")
+            binaries = (
+                resolve_binaries(request, sandbox, pg_bindir)
+                if pg_bindir
+                else request.getfixturevalue("pgha_binaries")
+            )
+            cluster_gen = start_cluster(request, spec, binaries)
+            cluster = next(cluster_gen)
+        except PghaError as error:
+            pytest.fail(str(error), pytrace=False)
+        yield cluster
+        next(cluster_gen, None)
+
+    return cluster_fixture
+
+
+pgha_cluster = pgha_cluster_factory()

@@ -1,0 +1,121 @@
+"""The run's options, resolved once: command line > ini > environment > default.
+
+A falsy command-line value still wins over the ini file (`is not None`, never `or`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.sandbox.context import default_base_dir
+
+PROXY_KINDS = ("direct", "pgbouncer", "haproxy", "pgpool", "proxysql", "pgdog", "pgcat")
+STASH_KEY = pytest.StashKey["PghaOptions"]()
+
+
+@dataclass(frozen=True)
+class PghaOptions:
+    pg_bindir_option: str | None
+    pg_bindir_ini: str | None
+    pg_bindir_env: str | None
+    base_dir: Path
+    keep: bool
+    slo_cli: tuple[str, ...]
+    slo_ini: tuple[str, ...]
+    bucket_ms: int
+    proxies: tuple[str, ...]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pgha", "PostgreSQL HA measurements (pytest-pgha)")
+    group.addoption(
+        "--pgha-pg-bindir",
+        default=None,
+        metavar="DIR",
+        help="PostgreSQL bin/ directory (default: discovered, see README)",
+    )
+    group.addoption(
+        "--pgha-basedir",
+        default=None,
+        metavar="DIR",
+        help="where sandboxes live (default /dev/shm/pgha, else /tmp/pgha)",
+    )
+    group.addoption(
+        "--pgha-keep",
+        action="store_true",
+        default=None,
+        help="keep the sandbox directories (data, logs, configs) after the run",
+    )
+    group.addoption(
+        "--pgha-slo",
+        action="append",
+        default=None,
+        metavar="NAME<=VALUE",
+        help="an SLO bound, repeatable; overrides markers and the ini file",
+    )
+    group.addoption(
+        "--pgha-bucket-ms",
+        default=None,
+        metavar="MS",
+        help="width of the throughput buckets, 10..1000 ms (default 100)",
+    )
+    group.addoption(
+        "--pgha-proxies",
+        default=None,
+        metavar="KIND,...",
+        help=f"proxy kinds to run ({', '.join(PROXY_KINDS)}; default all)",
+    )
+    parser.addini("pgha_pg_bindir", "PostgreSQL bin/ directory", default=None)
+    parser.addini("pgha_basedir", "where sandboxes live", default=None)
+    parser.addini("pgha_slo", "SLO bounds, one NAME<=VALUE per line", type="linelist", default=[])
+    parser.addini("pgha_bucket_ms", "width of the throughput buckets in ms", default=None)
+    parser.addini("pgha_proxies", "proxy kinds to run, comma-separated", default=None)
+
+
+def _first(*values: object) -> str | None:
+    return next((str(v) for v in values if v is not None and v != ""), None)
+
+
+def resolve(config: pytest.Config) -> PghaOptions:
+    option = config.option
+    base_dir = _first(option.pgha_basedir, config.getini("pgha_basedir"))
+    bucket_text = _first(option.pgha_bucket_ms, config.getini("pgha_bucket_ms")) or "100"
+    try:
+        bucket_ms = int(bucket_text)
+    except ValueError:
+        bucket_ms = -1
+    if not 10 <= bucket_ms <= 1000:
+        raise PghaConfigError.invalid(
+            "--pgha-bucket-ms", bucket_text, "give a whole number of milliseconds from 10 to 1000"
+        )
+    proxies_text = _first(option.pgha_proxies, config.getini("pgha_proxies"))
+    proxies = (
+        tuple(p.strip() for p in proxies_text.split(",") if p.strip())
+        if proxies_text
+        else PROXY_KINDS
+    )
+    unknown = [p for p in proxies if p not in PROXY_KINDS]
+    if unknown or not proxies:
+        raise PghaConfigError.invalid(
+            "--pgha-proxies", proxies_text, f"choose among {', '.join(PROXY_KINDS)}"
+        )
+    return PghaOptions(
+        pg_bindir_option=option.pgha_pg_bindir,
+        pg_bindir_ini=config.getini("pgha_pg_bindir") or None,
+        pg_bindir_env=os.environ.get("PGHA_PG_BINDIR") or None,
+        base_dir=Path(base_dir) if base_dir else default_base_dir(),
+        keep=bool(option.pgha_keep),
+        slo_cli=tuple(option.pgha_slo or ()),
+        slo_ini=tuple(config.getini("pgha_slo")),
+        bucket_ms=bucket_ms,
+        proxies=proxies,
+    )
+
+
+def options(config: pytest.Config) -> PghaOptions:
+    return config.stash[STASH_KEY]

@@ -1,0 +1,153 @@
+"""Attach a failover test's evidence to the Allure report.
+
+allure-pytest accepts attachments even without ``--alluredir`` and throws them away;
+building a CSV of 200k transactions and a chart just to discard them is seconds per
+test, so everything here first asks :func:`allure_enabled`.
+
+Call these from the thread running the test: allure-pytest finds the test an
+attachment belongs to through the calling thread.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.timeline import Event
+from pytest_pgha.workload.records import TxRecord
+
+CSV_COLUMNS = (
+    "client_id",
+    "txn_no",
+    "start_us",
+    "end_us",
+    "outcome",
+    "sqlstate",
+    "connection_broken",
+)
+_TYPE_BY_SUFFIX = {
+    ".log": "TEXT",
+    ".txt": "TEXT",
+    ".out": "TEXT",
+    ".json": "JSON",
+    ".csv": "CSV",
+    ".png": "PNG",
+    ".svg": "SVG",
+    ".yaml": "YAML",
+    ".yml": "YAML",
+    ".xml": "XML",
+    ".html": "HTML",
+}
+
+
+def allure_enabled() -> bool:
+    """True when allure-pytest is writing results (``--alluredir`` was given)."""
+    try:
+        from allure_commons import plugin_manager
+
+        # Imported by name: allure_pytest ships no type information.
+        listener_module = importlib.import_module("allure_pytest.listener")
+    except ImportError:
+        return False
+    listener_class: type = listener_module.AllureListener
+    # allure-pytest registers its listener only when it has a results dir; without one
+    # only the title/test helpers are registered and attachments go nowhere.
+    return any(isinstance(plugin, listener_class) for plugin in plugin_manager.get_plugins())
+
+
+def attach_failover_report(
+    *,
+    metrics_json: Mapping[str, Any],
+    records: Sequence[TxRecord],
+    samples: Sequence[ProxySample],
+    events: Sequence[Event],
+    chart_path: Path | None,
+    parameters: Mapping[str, object],
+) -> bool:
+    """Attach metrics, transaction log, timeline, samples and chart; False if allure is off."""
+    if not allure_enabled():
+        return False
+    import allure
+
+    for name, value in parameters.items():
+        allure.dynamic.parameter(name, value)
+    _attach_json("metrics", dict(metrics_json))
+    allure.attach(
+        records_csv(records),
+        name="transactions.csv",
+        attachment_type=allure.attachment_type.CSV,
+    )
+    _attach_json("timeline", [event.to_json() for event in events])
+    if samples:
+        _attach_json("proxy samples", [sample.to_json() for sample in samples])
+    if chart_path is not None and chart_path.is_file():
+        _attach_path(chart_path, "failover chart", attachment_type=allure.attachment_type.PNG)
+    return True
+
+
+def attach_text(name: str, text: str) -> None:
+    """Attach ``text`` (a log excerpt, a config) as plain text when allure is on."""
+    if not allure_enabled():
+        return
+    import allure
+
+    allure.attach(text, name=name, attachment_type=allure.attachment_type.TEXT)
+
+
+def attach_file(path: Path, name: str | None = None) -> None:
+    """Attach a file (server log, proxy log); its suffix picks the attachment type."""
+    if not allure_enabled() or not path.is_file():
+        return
+    import allure
+
+    type_name = _TYPE_BY_SUFFIX.get(path.suffix.lower())
+    if type_name is None:
+        # Unknown suffix: keep the file's own extension so the browser can still offer it.
+        _attach_path(path, name or path.name, extension=path.suffix.lstrip("."))
+        return
+    attachment_type = getattr(allure.attachment_type, type_name)
+    _attach_path(path, name or path.name, attachment_type=attachment_type)
+
+
+def records_csv(records: Iterable[TxRecord]) -> str:
+    """The transaction log as CSV with a header row (``CSV_COLUMNS``)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(
+        (
+            r.client_id,
+            r.txn_no,
+            r.start_us,
+            r.end_us,
+            r.outcome.value,
+            r.sqlstate or "",
+            r.connection_broken,  # "True"/"False", which pandas reads as bool
+        )
+        for r in records
+    )
+    return out.getvalue()
+
+
+def _attach_json(name: str, payload: object) -> None:
+    import allure
+
+    # default=str: metrics may carry enums or paths; a lossy string beats a lost report.
+    body = json.dumps(payload, indent=2, default=str)
+    allure.attach(body, name=name, attachment_type=allure.attachment_type.JSON)
+
+
+def _attach_path(path: Path, name: str, **kind: Any) -> None:
+    import allure
+
+    # allure's Attach.file is unannotated; going through Any keeps mypy --strict quiet
+    # without a type: ignore that would turn stale once allure adds annotations.
+    attach: Any = allure.attach
+    # allure copies the file into the results dir, so big logs are not read into memory.
+    attach.file(str(path), name=name, **kind)
