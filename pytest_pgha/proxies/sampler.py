@@ -1,0 +1,43 @@
+"""Samples a proxy's view of the writer in the background, every interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from pytest_pgha.report.samples import ProxySample
+
+DEFAULT_INTERVAL_S = 0.1
+
+
+class Sampler:
+    def __init__(self, probe: Callable[[], ProxySample], interval_s: float = DEFAULT_INTERVAL_S,
+                 on_error: Callable[[], ProxySample] | None = None) -> None:
+        if not 0.001 <= interval_s <= 0.1:
+            raise ValueError("the sampler interval is between 1 ms and 100 ms")
+        self._probe = probe
+        self._on_error = on_error
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pgha-sampler", daemon=True)
+        self.samples: list[ProxySample] = []
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self._probe())
+            except Exception:  # the probe failing is data (the seed's -1), not a crash
+                if self._on_error is not None:
+                    self.samples.append(self._on_error())
+            next_at += self._interval
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
