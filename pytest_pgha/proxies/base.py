@@ -51,6 +51,8 @@ class ProxySettings:
     app_password: str
     monitor_password: str
     admin_password: str = "admin"
+    # A second listener for reads, where the proxy splits them (None: no read path).
+    read_port: int | None = None
     database: str = "app"
     app_user: str = "app"
     monitor_user: str = "monitor"
@@ -74,16 +76,18 @@ class ProxySettings:
     def with_primary(self, name: str) -> ProxySettings:
         """The same settings after a failover: `name` is the primary, every other
         backend that is still listed is a replica."""
-        backends = tuple(replace(b, role="primary" if b.name == name else "replica")
-                         for b in self.backends)
+        backends = tuple(
+            replace(b, role="primary" if b.name == name else "replica") for b in self.backends
+        )
         return replace(self, backends=backends)
 
     def without(self, name: str) -> ProxySettings:
         return replace(self, backends=tuple(b for b in self.backends if b.name != name))
 
 
-def find_program(name: str, extra_dirs: tuple[str, ...] = ("/usr/sbin", "/usr/local/bin",
-                                                            "/usr/local/sbin")) -> str | None:
+def find_program(
+    name: str, extra_dirs: tuple[str, ...] = ("/usr/sbin", "/usr/local/bin", "/usr/local/sbin")
+) -> str | None:
     found = shutil.which(name)
     if found:
         return found
@@ -102,11 +106,15 @@ def wait_listening(port: int, process: ManagedProcess, *, timeout: float = 15.0)
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
         if not process.running():
-            raise ProxyError(f"{process.label} exited with code {process.returncode()} while "
-                             f"starting; its log:\n{_tail(process.log_path)}")
+            raise ProxyError(
+                f"{process.label} exited with code {process.returncode()} while "
+                f"starting; its log:\n{_tail(process.log_path)}"
+            )
         time.sleep(0.002)
-    raise ProxyError(f"{process.label} not listening on {port} after {timeout:.0f}s; its log:\n"
-                     f"{_tail(process.log_path)}")
+    raise ProxyError(
+        f"{process.label} not listening on {port} after {timeout:.0f}s; its log:\n"
+        f"{_tail(process.log_path)}"
+    )
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -158,10 +166,15 @@ class Proxy(ABC):
 
     def start(self, timeout: float = 15.0) -> None:
         self.write_config()
-        self.process = ManagedProcess(self.argv(), label=self.kind, log_path=self.log_path,
-                                      identity=self.context.identity,
-                                      registry=self.context.registry, env=self.env(),
-                                      cwd=self.settings.workdir)
+        self.process = ManagedProcess(
+            self.argv(),
+            label=self.kind,
+            log_path=self.log_path,
+            identity=self.context.identity,
+            registry=self.context.registry,
+            env=self.env(),
+            cwd=self.settings.workdir,
+        )
         self.process.start()
         wait_listening(self.settings.listen_port, self.process, timeout=timeout)
         self.after_start()
@@ -198,8 +211,15 @@ class Proxy(ABC):
     # -- the application's view ----------------------------------------------------------
     def dsn(self, port: int, **params: object) -> str:
         s = self.settings
-        parts = {"host": "127.0.0.1", "port": port, "user": s.app_user, "dbname": s.database,
-                 "password": s.app_password, "connect_timeout": 3, **params}
+        parts = {
+            "host": "127.0.0.1",
+            "port": port,
+            "user": s.app_user,
+            "dbname": s.database,
+            "password": s.app_password,
+            "connect_timeout": 3,
+            **params,
+        }
         return " ".join(f"{k}={v}" for k, v in parts.items())
 
     @property

@@ -12,8 +12,12 @@ DEFAULT_INTERVAL_S = 0.1
 
 
 class Sampler:
-    def __init__(self, probe: Callable[[], ProxySample], interval_s: float = DEFAULT_INTERVAL_S,
-                 on_error: Callable[[], ProxySample] | None = None) -> None:
+    def __init__(
+        self,
+        probe: Callable[[], ProxySample],
+        interval_s: float = DEFAULT_INTERVAL_S,
+        on_error: Callable[[], ProxySample] | None = None,
+    ) -> None:
         if not 0.001 <= interval_s <= 0.1:
             raise ValueError("the sampler interval is between 1 ms and 100 ms")
         self._probe = probe

@@ -1,0 +1,82 @@
+"""The faults themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_pgha.cluster.cluster import Cluster
+from pytest_pgha.cluster.node import Node
+from pytest_pgha.proxies.base import Proxy
+from pytest_pgha.timeline import Event, Timeline
+
+INJECT = "inject"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What to do to the stack, and whether the primary is lost by it."""
+
+    name: str
+    loses_primary: bool
+    planned: bool = False
+
+
+def kill_primary(cluster: Cluster, timeline: Timeline) -> Event:
+    """SIGKILL of the primary's postmaster, as the failover lab's inject.sh."""
+    node = cluster.primary
+    event = timeline.record(INJECT, fault="kill_primary", node=node.name, pid=node.pid)
+    node.kill()
+    return event
+
+
+def freeze_primary(cluster: Cluster, timeline: Timeline) -> Event:
+    """SIGSTOP of every process of the primary: a hung host. TCP stays up, so only
+    timeouts notice. `thaw` undoes it."""
+    node = cluster.primary
+    event = timeline.record(INJECT, fault="freeze_primary", node=node.name, pid=node.pid)
+    node.freeze()
+    return event
+
+
+def thaw(node: Node, timeline: Timeline) -> Event:
+    event = timeline.record("thaw", node=node.name)
+    node.thaw()
+    return event
+
+
+def stop_primary(cluster: Cluster, timeline: Timeline) -> Event:
+    """Fast shutdown, the first step of a planned switchover: the walsenders ship the
+    remaining WAL to the standbys before the primary exits."""
+    node = cluster.primary
+    event = timeline.record(INJECT, fault="stop_primary", node=node.name, pid=node.pid)
+    node.stop("fast")
+    timeline.record("primary_stopped", node=node.name)
+    return event
+
+
+def kill_replica(cluster: Cluster, timeline: Timeline, name: str | None = None) -> Event:
+    node = cluster.node(name) if name else cluster.replicas[0]
+    event = timeline.record(INJECT, fault="kill_replica", node=node.name, pid=node.pid)
+    node.kill()
+    return event
+
+
+def crash_proxy(proxy: Proxy, timeline: Timeline) -> Event:
+    event = timeline.record(INJECT, fault="crash_proxy", proxy=proxy.kind, pid=proxy.pid)
+    proxy.kill()
+    return event
+
+
+def restart_proxy(proxy: Proxy, timeline: Timeline) -> Event:
+    timeline.record("proxy_restart_start", proxy=proxy.kind)
+    proxy.restart()
+    return timeline.record("proxy_restart_done", proxy=proxy.kind, pid=proxy.pid)
+
+
+FAULTS: dict[str, tuple[Fault, Callable[[Cluster, Timeline], Event]]] = {
+    "kill_primary": (Fault("kill_primary", loses_primary=True), kill_primary),
+    "freeze_primary": (Fault("freeze_primary", loses_primary=True), freeze_primary),
+    "stop_primary": (Fault("stop_primary", loses_primary=True, planned=True), stop_primary),
+    "kill_replica": (Fault("kill_replica", loses_primary=False), kill_replica),
+}

@@ -1,0 +1,31 @@
+"""What an HA manager does for the harness. `scripted` is the one built in; Patroni
+and pg_auto_failover adapters implement the same protocol."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pytest_pgha.cluster.node import Node
+from pytest_pgha.timeline import Event
+
+# Phase events, in order. metrics.failover attributes the write stall to them.
+DETECT = "detect"
+DECIDE = "decide"
+PROMOTE_START = "promote_start"
+PROMOTE_DONE = "promote_done"
+REWIRE_START = "rewire_start"
+REWIRE_DONE = "rewire_done"
+FOLLOW_DONE = "follow_done"
+
+
+class HAManager(Protocol):
+    kind: str
+
+    def start_failover(self, inject: Event, *, planned: bool = False) -> None:
+        """React to a lost primary in the background, recording each phase."""
+
+    def wait(self, timeout: float) -> Node:
+        """Block until the failover finished; return the new primary."""
+
+    def close(self) -> None:
+        """Stop background work (idempotent)."""

@@ -1,0 +1,169 @@
+"""The scripted HA manager: detect, decide, promote, rewire, follow, each phase
+timestamped. Like the failover lab's `inject.sh && sleep 1 && promote.sh`, with the
+sleep replaced, if asked, by a real probe loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from pytest_pgha.cluster.cluster import Cluster
+from pytest_pgha.cluster.node import Node
+from pytest_pgha.errors import ClusterError, PghaConfigError
+from pytest_pgha.ha import base
+from pytest_pgha.ha.probe import postmaster_answers
+from pytest_pgha.proxies.base import Proxy
+from pytest_pgha.timeline import Event, Timeline
+
+RewirePath = Literal["explicit", "monitor"]
+
+
+@dataclass(frozen=True)
+class DetectPolicy:
+    """How the HA manager notices the primary is gone: after a fixed delay (the lab's
+    `sleep 1`), or by probing every interval until `failures` probes in a row fail."""
+
+    delay_s: float | None = 1.0
+    probe_interval_s: float | None = None
+    failures: int = 1
+
+    def __post_init__(self) -> None:
+        if (self.delay_s is None) == (self.probe_interval_s is None):
+            raise PghaConfigError.invalid("detect", self, "give exactly one of delay_s or "
+                                          "probe_interval_s")
+        if self.delay_s is not None and not 0 <= self.delay_s <= 60:
+            raise PghaConfigError.invalid("detect_delay_s", self.delay_s, "use 0..60 seconds")
+        if self.probe_interval_s is not None and not 0.01 <= self.probe_interval_s <= 10:
+            raise PghaConfigError.invalid("probe_interval_s", self.probe_interval_s,
+                                          "use 0.01..10 seconds")
+
+
+class ScriptedHA:
+    kind = "scripted"
+
+    def __init__(self, cluster: Cluster, proxy: Proxy | None, timeline: Timeline, *,
+                 detect: DetectPolicy | None = None, rewire: RewirePath = "explicit",
+                 follow: bool = True) -> None:
+        if rewire == "monitor" and proxy is not None and not proxy.has_monitor:
+            raise PghaConfigError.invalid("rewire", rewire, f"{proxy.kind} cannot find the "
+                                          "primary by itself; use rewire='explicit'")
+        self.cluster = cluster
+        self.proxy = proxy
+        self.timeline = timeline
+        self.detect = detect or DetectPolicy()
+        self.rewire_path = rewire
+        self.follow = follow
+        self._thread: threading.Thread | None = None
+        self._result: Node | None = None
+        self._error: BaseException | None = None
+        self._closed = threading.Event()
+
+    # -- the protocol --------------------------------------------------------------------
+    def start_failover(self, inject: Event, *, planned: bool = False) -> None:
+        self._thread = threading.Thread(target=self._run, args=(inject, planned),
+                                        name="pgha-ha", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float) -> Node:
+        if self._thread is None:
+            raise ClusterError("no failover was started")
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise ClusterError(f"the scripted failover did not finish within {timeout:.0f}s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    # -- the phases ------------------------------------------------------------------------
+    def _run(self, inject: Event, planned: bool) -> None:
+        try:
+            self._result = self.fail_over(inject, planned=planned)
+        except BaseException as error:  # handed to wait() in the test's thread
+            self._error = error
+
+    def fail_over(self, inject: Event, *, planned: bool = False) -> Node:
+        old = self.cluster.primary
+        if not planned:
+            self._detect(old, inject)
+        self.timeline.record(base.DETECT, planned=planned)
+        new = self._decide(exclude=old)
+        self.timeline.record(base.PROMOTE_START, node=new.name)
+        self.cluster.promote(new)
+        self.timeline.record(base.PROMOTE_DONE, node=new.name)
+        self._rewire(new)
+        if self.follow:
+            self._follow(new, old)
+        return new
+
+    def _detect(self, old: Node, inject: Event) -> None:
+        policy = self.detect
+        if policy.delay_s is not None:
+            remaining = inject.monotonic_ns / 1e9 + policy.delay_s - time.monotonic()
+            self._closed.wait(max(0.0, remaining))
+            return
+        assert policy.probe_interval_s is not None
+        failures = 0
+        while failures < policy.failures and not self._closed.is_set():
+            started = time.monotonic()
+            ok = postmaster_answers("127.0.0.1", old.port, policy.probe_interval_s)
+            failures = 0 if ok else failures + 1
+            self._closed.wait(max(0.0, policy.probe_interval_s - (time.monotonic() - started)))
+
+    def _decide(self, exclude: Node) -> Node:
+        """The most advanced standby by received, then replayed, LSN."""
+        positions = {}
+        for node in self.cluster.nodes:
+            if node is exclude or not node.running():
+                continue
+            try:
+                wal = node.wal_positions()
+            except Exception:  # an unreachable standby is no candidate
+                continue
+            if wal.in_recovery:
+                positions[node.name] = (wal.received or 0, wal.replayed or 0)
+        if not positions:
+            raise ClusterError("no standby left to promote")
+        chosen = max(positions, key=lambda name: positions[name])
+        self.timeline.record(base.DECIDE, node=chosen,
+                             lsns={n: [f"{a:X}", f"{b:X}"] for n, (a, b) in positions.items()})
+        return self.cluster.node(chosen)
+
+    def _rewire(self, new: Node) -> None:
+        proxy = self.proxy
+        if proxy is None or proxy.kind == "direct":
+            return  # clients find the new primary themselves
+        self.timeline.record(base.REWIRE_START, path=self.rewire_path, node=new.name)
+        if self.rewire_path == "explicit":
+            proxy.rewire(new.name)
+        else:
+            self._await_monitor(proxy, new)
+        self.timeline.record(base.REWIRE_DONE, path=self.rewire_path, node=new.name)
+
+    def _await_monitor(self, proxy: Proxy, new: Node, timeout: float = 60.0) -> None:
+        address = f"127.0.0.1:{new.port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._closed.is_set():
+            try:
+                sample = proxy.sample()
+                if sample.writer == address and sample.writer_state == 1:
+                    return
+            except Exception:  # the proxy's admin interface may blink during failover
+                pass
+            time.sleep(0.01)
+        raise ClusterError(f"{proxy.kind} did not route writes to {new.name} within "
+                           f"{timeout:.0f}s by itself")
+
+    def _follow(self, new: Node, old: Node) -> None:
+        for node in self.cluster.nodes:
+            if node in (new, old) or not node.running():
+                continue
+            node.follow(new)
+        self.timeline.record(base.FOLLOW_DONE, node=new.name)

@@ -1,0 +1,200 @@
+"""PgCat: a pooler with static roles. It never works out which server is the primary
+(and never bans one), so failover is explicit: rewrite pgcat.toml with the new roles
+and `RELOAD` on the admin console.
+
+Every key below is checked against postgresml/pgcat's CONFIG.md, its example pgcat.toml
+and src/config.rs; where the code and the docs disagree, the code wins and the key is
+set explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import ClassVar
+
+import psycopg
+
+from pytest_pgha.errors import ProxyError
+from pytest_pgha.proxies.admin import AdminConsole
+from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
+from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
+from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.timeline import now_epoch_us
+
+CONFIG_FILE = "pgcat.toml"
+# The virtual admin database: src/client.rs accepts "pgcat" or "pgbouncer".
+ADMIN_DATABASE = "pgcat"
+ADMIN_USER = "admin"
+
+# [general], tuned for failover tests; each can be overridden through settings.options.
+GENERAL_DEFAULTS: dict[str, str] = {
+    # ms a client waits for a server connection (code default 1000; the example uses 5000).
+    "connect_timeout": "1000",
+    "healthcheck_timeout": "500",
+    # Re-check a pooled connection idle for more than this (ms) before handing it out
+    # (default 30000): a dead primary shows on the first checkout, not 30 s later.
+    "healthcheck_delay": "100",
+    # Seconds a failed *replica* stays banned (PgCat never bans the primary).
+    "ban_time": "10",
+}
+# [pools.<db>]. The code defaults (src/config.rs: Pool) differ from CONFIG.md (docs:
+# default_role "any", query parser and primary reads enabled; code: parser and primary
+# reads disabled), so all five are always written out.
+POOL_DEFAULTS: dict[str, str] = {
+    "pool_mode": "transaction",
+    # Every query to the primary: the adapter measures the write path, not read routing.
+    "default_role": "primary",
+    "query_parser_enabled": "false",
+    "query_parser_read_write_splitting": "false",
+    "primary_reads_enabled": "true",
+}
+USER_DEFAULTS: dict[str, str] = {"pool_size": "20"}
+ADMIN_TIMEOUT_S = 2
+
+_INTEGER = re.compile(r"-?\d+")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def scalar(value: str) -> str:
+    """An option's text as a TOML (or libconfig) scalar: integers and booleans bare,
+    anything else a quoted string."""
+    if _INTEGER.fullmatch(value):
+        return value
+    if value.lower() in ("true", "false"):
+        return value.lower()
+    return json.dumps(value)
+
+
+def quoted(value: str) -> str:
+    return json.dumps(value)
+
+
+def table_key(name: str) -> str:
+    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
+
+
+def key_values(values: Mapping[str, str]) -> list[str]:
+    return [f"{key} = {scalar(value)}" for key, value in values.items()]
+
+
+class PgCatProxy(Proxy):
+    kind: ClassVar[str] = "pgcat"
+    program: ClassVar[str] = "pgcat"
+    install_hint: ClassVar[str] = (
+        "PgCat is neither on crates.io nor in Debian: build github.com/postgresml/pgcat "
+        "with `cargo build --release` and put target/release/pgcat on PATH "
+        "(e.g. install -m 755 target/release/pgcat /usr/local/bin/pgcat)"
+    )
+    has_monitor: ClassVar[bool] = False
+    splits_reads: ClassVar[bool] = False
+
+    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
+        super().__init__(settings, context, binary)
+        self._sampler_admin: AdminConsole | None = None
+
+    # -- configuration -------------------------------------------------------------------
+    def _split_options(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        general, pool, user = dict(GENERAL_DEFAULTS), dict(POOL_DEFAULTS), dict(USER_DEFAULTS)
+        for key, value in self.settings.options.items():
+            target = pool if key in POOL_DEFAULTS else user if key in USER_DEFAULTS else general
+            target[key] = value
+        return general, pool, user
+
+    def render(self) -> dict[str, str]:
+        s = self.settings
+        general, pool, user = self._split_options()
+        prefix = f"pools.{table_key(s.database)}"
+        lines = [
+            "[general]",
+            'host = "127.0.0.1"',
+            f"port = {s.listen_port}",
+            f"admin_username = {quoted(ADMIN_USER)}",
+            f"admin_password = {quoted(s.admin_password)}",
+            # Docs say the exporter defaults to on (port 9930): parallel runs would fight
+            # over that port. `autoreload` stays unset (code default: off), so only our
+            # RELOAD makes PgCat read the file, never a half-written one.
+            "enable_prometheus_exporter = false",
+            *key_values(general),
+            "",
+            f"[{prefix}]",
+            *key_values(pool),
+            "",
+            f"[{prefix}.users.0]",
+            f"username = {quoted(s.app_user)}",
+            f"password = {quoted(s.app_password)}",
+            *key_values(user),
+            "",
+            f"[{prefix}.shards.0]",
+            "servers = [",
+            *(f"  {_server(b)}," for b in self._ordered_backends()),
+            "]",
+            f"database = {quoted(s.database)}",
+        ]
+        return {CONFIG_FILE: "\n".join(lines) + "\n"}
+
+    def _ordered_backends(self) -> tuple[Backend, ...]:
+        # Primary first, as in PgCat's examples; it also keeps replica numbering stable.
+        return (self.settings.primary, *self.settings.replicas)
+
+    def argv(self) -> list[str]:
+        # The config path is PgCat's one positional argument (src/cmd_args.rs).
+        return [self.binary, str(self.settings.workdir / CONFIG_FILE), "--no-color"]
+
+    # -- admin console -------------------------------------------------------------------
+    def _admin_dsn(self) -> str:
+        # The admin console shares the client port (no separate admin listener).
+        return (f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
+                f"user={ADMIN_USER} password={self.settings.admin_password} "
+                f"connect_timeout={ADMIN_TIMEOUT_S}")
+
+    def after_start(self) -> None:
+        self._sampler_admin = AdminConsole(self._admin_dsn())
+
+    def stop(self) -> None:
+        if self._sampler_admin is not None:
+            self._sampler_admin.close()
+        super().stop()
+
+    def _admin_command(self, sql: str) -> None:
+        # Its own short-lived session: the sampler thread keeps using its connection.
+        console = AdminConsole(self._admin_dsn())
+        try:
+            console.query(sql)
+        except psycopg.Error as error:
+            raise ProxyError(f"pgcat admin {sql!r} failed: {error}") from error
+        finally:
+            console.close()
+
+    # -- failover ------------------------------------------------------------------------
+    def rewire(self, new_primary: str) -> None:
+        """Rewrite the roles and RELOAD: PgCat builds new pools from the file before it
+        answers, so writes go to new_primary once this returns."""
+        self.settings = self.settings.with_primary(new_primary)
+        self.write_config()
+        self._admin_command("RELOAD")
+
+    def sample(self) -> ProxySample:
+        """The primary's address and ban flag from SHOW DATABASES (PgCat never bans a
+        primary, so it stays 1 while the server is dead: PgCat does not know) and its busy
+        server connections from SHOW SERVERS (state per src/stats/server.rs)."""
+        if self._sampler_admin is None:
+            return self.failed_sample()
+        try:
+            databases = self._sampler_admin.query("SHOW DATABASES")
+            servers = self._sampler_admin.query("SHOW SERVERS")
+        except (psycopg.Error, ProxyError):
+            return self.failed_sample()
+        name = f"{self.settings.database}_shard_0_primary"  # config.rs Address::name()
+        row = next((r for r in databases if r.get("name") == name), None)
+        if row is None:
+            return ProxySample(now_epoch_us(), None, WRITER_DOWN, 0)
+        active = sum(1 for r in servers
+                     if r.get("address_id") == name and r.get("state") == "active")
+        state = WRITER_DOWN if row.get("disabled") == "1" else WRITER_UP
+        return ProxySample(now_epoch_us(), f"{row.get('host')}:{row.get('port')}", state, active)
+
+
+def _server(backend: Backend) -> str:
+    return f"[{quoted(backend.host)}, {backend.port}, {quoted(backend.role)}]"

@@ -1,0 +1,171 @@
+"""PgDog: a pooler and load balancer. Explicit path: static roles rewritten into
+pgdog.toml and `RELOAD` on the admin database. Monitor path: every database gets
+`role = "auto"` and PgDog routes writes to whichever server says
+`pg_is_in_recovery() = false` (docs: features/load-balancer/replication-failover).
+
+Keys follow docs.pgdog.dev (configuration/pgdog.toml/{general,databases,admin},
+users.toml/users) and pgdog-config/src, which rejects unknown keys (deny_unknown_fields).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import psycopg
+
+from pytest_pgha.errors import ProxyError
+from pytest_pgha.proxies.admin import AdminConsole
+from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
+from pytest_pgha.proxies.pgcat import key_values, quoted
+from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
+from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.timeline import now_epoch_us
+
+CONFIG_FILE = "pgdog.toml"
+USERS_FILE = "users.toml"
+ADMIN_DATABASE = "admin"  # [admin] name; the default, written out for clarity
+ADMIN_USER = "admin"
+ADMIN_TIMEOUT_S = 2
+
+# [general], tuned for failover tests (defaults in ms: healthchecks 30000, ban 300000,
+# connect 5000); each can be overridden through settings.options.
+GENERAL_DEFAULTS: dict[str, str] = {
+    "healthcheck_interval": "1000",
+    "idle_healthcheck_interval": "1000",
+    "healthcheck_timeout": "1000",
+    "ban_timeout": "5000",
+    "connect_timeout": "1000",
+}
+# Only with settings.monitor: the LSN check is what notices a promotion, and it is off
+# by default (lsn_check_delay = infinity). Docs call the query cheap enough to run often.
+MONITOR_DEFAULTS: dict[str, str] = {
+    "lsn_check_delay": "0",
+    "lsn_check_interval": "100",
+}
+
+
+class PgDogProxy(Proxy):
+    kind: ClassVar[str] = "pgdog"
+    program: ClassVar[str] = "pgdog"
+    install_hint: ClassVar[str] = (
+        "PgDog is neither on crates.io nor in Debian: build github.com/pgdogdev/pgdog "
+        "from source (`cargo build --release`) on a machine that reaches its git "
+        "dependencies, and put target/release/pgdog on PATH"
+    )
+    has_monitor: ClassVar[bool] = True
+    splits_reads: ClassVar[bool] = False
+
+    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
+        super().__init__(settings, context, binary)
+        self._sampler_admin: AdminConsole | None = None
+
+    # -- configuration -------------------------------------------------------------------
+    def _general(self) -> dict[str, str]:
+        general = dict(GENERAL_DEFAULTS)
+        if self.settings.monitor:
+            general.update(MONITOR_DEFAULTS)
+        general.update(self.settings.options)
+        return general
+
+    def render(self) -> dict[str, str]:
+        return {CONFIG_FILE: self._pgdog_toml(), USERS_FILE: self._users_toml()}
+
+    def _pgdog_toml(self) -> str:
+        s = self.settings
+        lines = [
+            "[general]",
+            'host = "127.0.0.1"',
+            f"port = {s.listen_port}",
+            *key_values(self._general()),
+            "",
+            # The admin database lives on the client port; settings.admin_port is unused.
+            "[admin]",
+            f"name = {quoted(ADMIN_DATABASE)}",
+            f"user = {quoted(ADMIN_USER)}",
+            f"password = {quoted(s.admin_password)}",
+        ]
+        for backend in (s.primary, *s.replicas):
+            lines += ["", *self._database(backend)]
+        return "\n".join(lines) + "\n"
+
+    def _database(self, backend: Backend) -> list[str]:
+        s = self.settings
+        # The docs: failover needs *every* database on "auto", not just the replicas.
+        role = "auto" if s.monitor else backend.role
+        return [
+            "[[databases]]",
+            f"name = {quoted(s.database)}",
+            f"host = {quoted(backend.host)}",
+            f"port = {backend.port}",
+            f"database_name = {quoted(s.database)}",
+            f"role = {quoted(role)}",
+        ]
+
+    def _users_toml(self) -> str:
+        s = self.settings
+        return "\n".join([
+            "[[users]]",
+            f"name = {quoted(s.app_user)}",
+            f"database = {quoted(s.database)}",
+            f"password = {quoted(s.app_password)}",
+        ]) + "\n"
+
+    def argv(self) -> list[str]:
+        workdir = self.settings.workdir
+        return [self.binary, "--config", str(workdir / CONFIG_FILE),
+                "--users", str(workdir / USERS_FILE)]
+
+    # -- admin database ------------------------------------------------------------------
+    def _admin_dsn(self) -> str:
+        return (f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
+                f"user={ADMIN_USER} password={self.settings.admin_password} "
+                f"connect_timeout={ADMIN_TIMEOUT_S}")
+
+    def after_start(self) -> None:
+        self._sampler_admin = AdminConsole(self._admin_dsn())
+
+    def stop(self) -> None:
+        if self._sampler_admin is not None:
+            self._sampler_admin.close()
+        super().stop()
+
+    def _admin_command(self, sql: str) -> None:
+        # Its own short-lived session: the sampler thread keeps using its connection.
+        console = AdminConsole(self._admin_dsn())
+        try:
+            console.query(sql)
+        except psycopg.Error as error:
+            raise ProxyError(f"pgdog admin {sql!r} failed: {error}") from error
+        finally:
+            console.close()
+
+    # -- failover ------------------------------------------------------------------------
+    def rewire(self, new_primary: str) -> None:
+        """Rewrite the roles and RELOAD (docs: administration, RELOAD re-reads both
+        files). Under settings.monitor the file keeps role "auto" everywhere and the
+        RELOAD only makes PgDog look at the servers again."""
+        self.settings = self.settings.with_primary(new_primary)
+        self.write_config()
+        self._admin_command("RELOAD")
+
+    def sample(self) -> ProxySample:
+        """The primary's pool from SHOW POOLS (columns per docs administration/pools):
+        addr:port, up unless banned or offline, sv_active busy server connections."""
+        if self._sampler_admin is None:
+            return self.failed_sample()
+        try:
+            pools = self._sampler_admin.query("SHOW POOLS")
+        except (psycopg.Error, ProxyError):
+            return self.failed_sample()
+        s = self.settings
+        row = next((r for r in pools if r.get("database") == s.database
+                    and r.get("user") == s.app_user and r.get("role") == "primary"), None)
+        if row is None:
+            return ProxySample(now_epoch_us(), None, WRITER_DOWN, 0)
+        up = _true(row.get("online")) and not _true(row.get("banned"))
+        return ProxySample(now_epoch_us(), f"{row.get('addr')}:{row.get('port')}",
+                           WRITER_UP if up else WRITER_DOWN, int(row.get("sv_active") or 0))
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").lower() in ("t", "true", "1")
