@@ -1,4 +1,5 @@
-"""pytest-pgha's pytest plugin: options, markers, run set-up and the fixtures' entry.
+"""pytest-pgha's pytest plugin: options, markers, run set-up, the run summary, and
+the fixtures' entry point.
 
 Kept thin: the behaviour lives in the packages named after their concern.
 """
@@ -20,13 +21,26 @@ from pytest_pgha.cluster.fixtures import (  # noqa: F401  (fixtures are found by
     pgha_sandbox,
 )
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.proxies.fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
+from pytest_pgha.report import session as run_summary
+from pytest_pgha.report.summary import (
+    format_terminal_summary,
+    from_workeroutput,
+    to_workeroutput,
+    write_summary,
+)
 from pytest_pgha.sandbox.context import reap_orphans
 from pytest_pgha.sandbox.registry import Registry
+from pytest_pgha.scenarios.fixtures import pgha_failover, pgha_stack  # noqa: F401
+from pytest_pgha.slo.fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
 
 MARKERS = (
-    "slo(**bounds): SLO bounds on failover metrics, e.g. slo(writes_resume_ms='<= 1500')",
-    "pgha_cluster(**options): cluster options for the tests' default cluster",
+    "slo(**bounds): SLO bounds on the test's metrics, e.g. slo(writes_resume_ms='<= 1500')",
+    "pgha_cluster(**options): options of the test's cluster (replicas, synchronous, "
+    "synchronous_commit, settings, pg_bindir, scale)",
+    "pgha_proxy(monitor=False, options={}): how the test's proxy is configured",
 )
+WORKEROUTPUT_KEY = "pgha_summary"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,9 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     try:
         opts = pgha_config.resolve(config)
+        config.stash[pgha_config.STASH_KEY] = opts
+        validate_options(config)
     except PghaConfigError as error:
         raise pytest.UsageError(str(error)) from None
-    config.stash[pgha_config.STASH_KEY] = opts
     if _is_xdist_worker(config):
         workerinput: dict[str, Any] = config.workerinput  # type: ignore[attr-defined]
         config.stash[RUN_ID_KEY] = workerinput["pgha_run_id"]
@@ -66,6 +81,61 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker joins the controller's run."""
     node.workerinput["pgha_run_id"] = node.config.stash[RUN_ID_KEY]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that uses pgha_proxy_kind once per selected proxy kind, unless
+    the test parametrizes it itself or a conftest overrides the fixture."""
+    if "pgha_proxy_kind" not in metafunc.fixturenames:
+        return
+    if any(
+        "pgha_proxy_kind" in m.args[0]
+        for m in metafunc.definition.iter_markers("parametrize")
+        if m.args
+    ):
+        return
+    definitions = metafunc._arg2fixturedefs.get("pgha_proxy_kind", ())
+    if definitions and definitions[-1].func is not pgha_proxy_kind.__wrapped__:  # type: ignore[attr-defined]
+        return
+    kinds = pgha_config.options(metafunc.config).proxies
+    metafunc.parametrize("pgha_proxy_kind", kinds, ids=list(kinds), indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    errors = [e for e in (validate_marker(item) for item in items) if e]
+    if errors:
+        raise pytest.UsageError("malformed slo marker:\n" + "\n".join(errors))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if pgha_config.STASH_KEY not in config.stash:
+        return
+    entries = run_summary.entries(config)
+    if _is_xdist_worker(config):
+        config.workeroutput[WORKEROUTPUT_KEY] = to_workeroutput(entries)  # type: ignore[attr-defined]
+    elif entries:
+        write_summary(entries, run_summary.summary_path(config))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: fold a worker's summary entries into the controller's."""
+    payload = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY)
+    if payload:
+        run_summary.entries(node.config).extend(from_workeroutput(payload))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _is_xdist_worker(config) or pgha_config.STASH_KEY not in config.stash:
+        return
+    entries = run_summary.entries(config)
+    if not entries:
+        return
+    terminalreporter.section("pytest-pgha SLO results")
+    for line in format_terminal_summary(entries):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"summary: {run_summary.summary_path(config)}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import difflib
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.lsn import lsn_to_int
 from pytest_pgha.cluster.node import Node, wait_until
-from pytest_pgha.cluster.spec import ClusterSpec, SyncMode, node_name
+from pytest_pgha.cluster.spec import SYNCHRONOUS_COMMIT_LEVELS, ClusterSpec, SyncMode, node_name
 from pytest_pgha.cluster.template import Template
-from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
 
 
@@ -32,6 +35,7 @@ class StandbyState:
     flush: int | None
     replay: int | None
     replay_lag_bytes: int | None
+    replay_lag_s: float | None = None  # pg_stat_replication.replay_lag; None when idle
 
 
 @dataclass(frozen=True)
@@ -59,14 +63,7 @@ class Cluster:
         self.binaries = template.binaries
         self.context = context
         self.workdir = workdir
-        unknown = sorted(set(spec.settings) - template.setting_names)
-        if unknown:
-            raise PghaConfigError.invalid(
-                "settings",
-                unknown,
-                f"PostgreSQL {self.binaries.version} has no such setting; "
-                "check the spelling (see SELECT name FROM pg_settings)",
-            )
+        _check_setting_names(spec.settings, template.setting_names, self.binaries.version)
         self.nodes: list[Node] = []
         self.primary: Node
         self._ports: list[int] = []
@@ -107,7 +104,10 @@ class Cluster:
 
     def _clone(self, node: Node) -> None:
         # cp -a keeps ownership and modes, and is faster than shutil for many files.
-        subprocess.run(["cp", "-a", str(self.template.datadir), str(node.datadir)], check=True)
+        argv = ["cp", "-a", str(self.template.datadir), str(node.datadir)]
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ClusterError(f"cloning the template for {node.name} failed: {result.stderr}")
         node.clear_slots()
 
     def _start_primary(self) -> None:
@@ -121,12 +121,18 @@ class Cluster:
             self.primary.ensure_slot(replica.name)
 
     def stop(self) -> None:
-        """Stop every node, whatever state a fault left it in; release the ports."""
-        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
-            list(pool.map(lambda node: node.destroy(), self.nodes))
-        for port in self._ports:
-            self.context.ports.release(port)
-        self._ports.clear()
+        """Stop every node, whatever state a fault left it in; release the ports.
+        One node failing to stop must not leave the others running."""
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+                outcomes = [pool.submit(node.destroy) for node in self.nodes]
+            errors = [f.exception() for f in outcomes if f.exception() is not None]
+        finally:
+            for port in self._ports:
+                self.context.ports.release(port)
+            self._ports.clear()
+        if errors:
+            raise ClusterError(f"stopping the cluster failed: {errors}")
 
     def remove(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -145,6 +151,13 @@ class Cluster:
     def promote(self, node: Node) -> None:
         node.promote()
         self.primary = node
+
+    def rejoin(self, node: Node, *, rewind: bool = True, timeout: float = 60.0) -> str:
+        """Make node a streaming standby of the current primary (pg_rewind first when
+        rewind is true); returns pg_rewind's output once the node streams."""
+        output = node.rejoin(self.primary, rewind=rewind, timeout=timeout)
+        self.wait_streaming([node], timeout=timeout)
+        return output
 
     def multi_host_dsn(
         self,
@@ -180,19 +193,23 @@ class Cluster:
         if not primaries:
             return Topology(None, None, {}, in_recovery)
         primary = self.node(primaries[0])
-        return Topology(
-            primary.name,
-            primary.timeline(),
-            self._standby_states(primary),
-            in_recovery,
-            str(primary.value("SHOW synchronous_standby_names")),
-        )
+        try:
+            return Topology(
+                primary.name,
+                primary.timeline(),
+                self._standby_states(primary),
+                in_recovery,
+                str(primary.value("SHOW synchronous_standby_names")),
+            )
+        except psycopg.Error:  # it died between the two looks: say what we know
+            return Topology(primary.name, None, {}, in_recovery)
 
     @staticmethod
     def _standby_states(primary: Node) -> dict[str, StandbyState]:
         rows = primary.sql(
             "SELECT application_name, state, sync_state, sent_lsn, write_lsn, flush_lsn,"
-            " replay_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint"
+            " replay_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint,"
+            " extract(epoch FROM replay_lag)::float8"
             " FROM pg_stat_replication"
         )
         return {
@@ -205,6 +222,7 @@ class Cluster:
                 flush=lsn_to_int(r[5]),
                 replay=lsn_to_int(r[6]),
                 replay_lag_bytes=None if r[7] is None else int(r[7]),
+                replay_lag_s=r[8],
             )
             for r in rows
         }
@@ -274,6 +292,12 @@ class Cluster:
         (applied it for remote_apply). Only then do they count as synchronous."""
         replica_names = tuple(n.name for n in self.replicas)
         mode = SyncMode.parse(synchronous, replica_names)
+        if synchronous_commit is not None and synchronous_commit not in SYNCHRONOUS_COMMIT_LEVELS:
+            raise PghaConfigError.invalid(
+                "synchronous_commit",
+                synchronous_commit,
+                f"use one of {', '.join(SYNCHRONOUS_COMMIT_LEVELS)}",
+            )
         primary = self.primary
         primary.sql(f"ALTER SYSTEM SET synchronous_standby_names = {conf.quote(mode.to_guc())}")
         if synchronous_commit is not None:
@@ -313,6 +337,29 @@ class Cluster:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _check_setting_names(
+    settings: Mapping[str, object], known: frozenset[str], version: str
+) -> None:
+    """Fail before anything starts on a misspelt setting; PostgreSQL itself would only
+    say so in a server log. Names with a dot are extension placeholders: any is valid."""
+    known_lower = {name.lower() for name in known}
+    unknown = sorted(n for n in settings if "." not in n and n.lower() not in known_lower)
+    if not unknown:
+        return
+    hints = [
+        f"{name} -> {close[0]}"
+        for name in unknown
+        if (close := difflib.get_close_matches(name.lower(), known_lower, n=1))
+    ]
+    did_you_mean = f" (did you mean {', '.join(hints)}?)" if hints else ""
+    raise PghaConfigError.invalid(
+        "settings",
+        unknown,
+        f"PostgreSQL {version} has no such setting{did_you_mean}; "
+        "fix the spelling (SELECT name FROM pg_settings lists them)",
+    )
 
 
 def _normalised(value: Any) -> str:

@@ -12,7 +12,7 @@ from pytest_pgha.cluster.binaries import PgBinaries, discover, reachable_by_serv
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.spec import ClusterSpec
 from pytest_pgha.cluster.template import ensure_template
-from pytest_pgha.errors import PghaError
+from pytest_pgha.errors import PghaConfigError, PghaError
 from pytest_pgha.sandbox.context import SandboxContext, open_sandbox
 
 
@@ -64,6 +64,51 @@ def start_cluster(
             cluster.remove()
 
 
+FACTORY_OPTIONS = (
+    "replicas",
+    "synchronous",
+    "synchronous_commit",
+    "settings",
+    "pg_bindir",
+    "scale",
+)
+
+
+def marker_options(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The factory's options, overridden by the closest pgha_cluster(...) marker."""
+    marker = request.node.get_closest_marker("pgha_cluster")
+    if marker is None:
+        return defaults
+    unknown = sorted(set(marker.kwargs) - set(FACTORY_OPTIONS))
+    if marker.args or unknown:
+        raise PghaConfigError.invalid(
+            "pgha_cluster marker",
+            list(marker.args) + unknown,
+            f"give keyword options only, among {', '.join(FACTORY_OPTIONS)}",
+        )
+    return {**defaults, **marker.kwargs}
+
+
+def _open_cluster(
+    request: pytest.FixtureRequest, options: dict[str, Any]
+) -> Generator[Cluster, None, None]:
+    spec = ClusterSpec(
+        replicas=options["replicas"],
+        synchronous=options["synchronous"],
+        synchronous_commit=options["synchronous_commit"],
+        settings=dict(options["settings"] or {}),
+        scale=options["scale"],
+    )
+    sandbox: SandboxContext = request.getfixturevalue("pgha_sandbox")
+    pg_bindir = options["pg_bindir"]
+    binaries = (
+        resolve_binaries(request, sandbox, str(pg_bindir))
+        if pg_bindir
+        else request.getfixturevalue("pgha_binaries")
+    )
+    return start_cluster(request, spec, binaries)
+
+
 def pgha_cluster_factory(
     *,
     replicas: int = 2,
@@ -82,31 +127,32 @@ def pgha_cluster_factory(
     'FIRST n (names)' or 'ANY n (names)' ('*' = every replica); synchronous_commit:
     off/local/remote_write/on/remote_apply; settings: extra postgresql.conf settings
     (e.g. {"wal_retrieve_retry_interval": "200ms"}); pg_bindir: overrides discovery;
-    scale: pgbench scale of database app.
+    scale: pgbench scale of database app. A ``@pytest.mark.pgha_cluster(...)`` marker
+    with the same keywords, on the test (or its module or class, for broader scopes),
+    overrides these. Invalid options fail the tests that use the fixture with one
+    message naming the option and the fix.
     """
+    defaults: dict[str, Any] = {
+        "replicas": replicas,
+        "synchronous": synchronous,
+        "synchronous_commit": synchronous_commit,
+        "settings": settings,
+        "pg_bindir": pg_bindir,
+        "scale": scale,
+    }
 
     @pytest.fixture(scope=scope)
     def cluster_fixture(request: pytest.FixtureRequest) -> Generator[Cluster, None, None]:
         try:
-            spec = ClusterSpec(
-                replicas=replicas,
-                synchronous=synchronous,
-                synchronous_commit=synchronous_commit,
-                settings=dict(settings or {}),
-                scale=scale,
-            )
-            sandbox: SandboxContext = request.getfixturevalue("pgha_sandbox")
-            binaries = (
-                resolve_binaries(request, sandbox, pg_bindir)
-                if pg_bindir
-                else request.getfixturevalue("pgha_binaries")
-            )
-            cluster_gen = start_cluster(request, spec, binaries)
+            cluster_gen = _open_cluster(request, marker_options(request, defaults))
             cluster = next(cluster_gen)
         except PghaError as error:
             pytest.fail(str(error), pytrace=False)
         yield cluster
-        next(cluster_gen, None)
+        try:
+            next(cluster_gen, None)
+        except PghaError as error:
+            pytest.fail(f"stopping the cluster: {error}", pytrace=False)
 
     return cluster_fixture
 

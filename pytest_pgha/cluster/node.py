@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import time
@@ -29,6 +30,16 @@ from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.process import ManagedProcess
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
+# Names a test can pass to Node.signal(): what a fault injector thinks in.
+SIGNAL_NAMES = {
+    "kill": signal.SIGKILL,
+    "stop": signal.SIGSTOP,
+    "cont": signal.SIGCONT,
+    "term": signal.SIGTERM,
+    "int": signal.SIGINT,
+    "quit": signal.SIGQUIT,
+    "hup": signal.SIGHUP,
+}
 
 
 @dataclass(frozen=True)
@@ -156,27 +167,35 @@ class Node:
         self.wait_ready(timeout)
 
     def stop(self, mode: str = "fast", timeout: float = 60.0) -> None:
+        """Shut down (smart, fast or immediate); SIGKILL the group after timeout."""
         if mode not in STOP_SIGNALS:
             raise PghaConfigError.invalid("mode", mode, f"use one of {', '.join(STOP_SIGNALS)}")
         if self._process is None:
             return
+        # A frozen postmaster would only see the shutdown signal after the timeout.
+        self._signal_group(signal.SIGCONT)
         self._process.stop(STOP_SIGNALS[mode], timeout=timeout)
 
     def restart(self, mode: str = "fast") -> None:
         self.stop(mode)
         self.start()
 
-    def signal(self, signum: int, *, whole_group: bool = False) -> None:
-        """Send a signal to the postmaster (or to every process of the node, as a frozen
-        or lost host would see it)."""
+    def signal(self, signum: int | str, *, whole_group: bool = False) -> None:
+        """Send a signal (a number or kill/stop/cont/term/int/quit/hup) to the postmaster,
+        or to every process of the node, as a frozen or lost host would see it."""
+        number = _signal_number(signum)
         if self._process is None or self.pid is None:
-            raise ClusterError(f"{self.name} is not running")
+            raise ClusterError(f"{self.name} is not running; cannot send it {signum!r}")
         if whole_group:
-            import os
-
-            os.killpg(self._process.pid, signum)
+            os.killpg(self._process.pid, number)
         else:
-            self._process.send_signal(signum)
+            self._process.send_signal(number)
+
+    def _signal_group(self, signum: int) -> None:
+        """Best effort: the group may be gone, or hold only orphaned backends."""
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signum)
 
     def kill(self) -> None:
         """SIGKILL the postmaster: to PostgreSQL, a power loss."""
@@ -191,11 +210,12 @@ class Node:
         self.signal(signal.SIGCONT, whole_group=True)
 
     def destroy(self) -> None:
-        if self._process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                self.thaw()
-            self._process.stop(signal.SIGQUIT, timeout=10)
-            kill_group_and_wait(self._process.pid)
+        """Immediate shutdown whatever the state (frozen, killed, half started)."""
+        if self._process is None:
+            return
+        self._signal_group(signal.SIGCONT)
+        self._process.stop(signal.SIGQUIT, timeout=10)
+        kill_group_and_wait(self._process.pid)
 
     # -- state ---------------------------------------------------------------------
     def is_in_recovery(self) -> bool:
@@ -276,6 +296,10 @@ class Node:
             kill_group_and_wait(self._process.pid)
         output = ""
         if rewind:
+            # pg_rewind before 16 reads the source's timeline from its control file,
+            # which only a checkpoint after the promotion updates; without one it
+            # wrongly answers "no rewind required".
+            new_primary.sql("CHECKPOINT")
             source = new_primary.dsn("postgres", "postgres")
             output = run_as(
                 self._context.identity,
@@ -289,7 +313,9 @@ class Node:
                 env=base_env(),
                 what=f"pg_rewind of {self.name}",
             )
-        # pg_rewind copies the source's files, our include file among them.
+        # pg_rewind copies the source's files, our include file among them; the slots
+        # this node had as a primary would only hold back WAL on a standby.
+        self.clear_slots()
         new_primary.ensure_slot(self.name)
         self.configure_as_replica(new_primary)
         self.start(timeout)
@@ -302,17 +328,33 @@ class Node:
             shutil.rmtree(slot, ignore_errors=True)
 
 
+def _signal_number(signum: int | str) -> int:
+    if isinstance(signum, str):
+        if signum.lower() not in SIGNAL_NAMES:
+            raise PghaConfigError.invalid(
+                "signal", signum, f"use a number or one of {', '.join(SIGNAL_NAMES)}"
+            )
+        return SIGNAL_NAMES[signum.lower()]
+    return int(signum)
+
+
 def wait_until(
-    predicate: Any, *, timeout: float, interval: float = 0.005, what: str = "condition"
+    predicate: Any, *, timeout: float, interval: float = 0.003, what: str = "condition"
 ) -> None:
+    """Poll predicate until it is true; psycopg errors count as "not yet". The interval
+    grows to 50 ms: most conditions hold within milliseconds, and each poll may cost
+    a SCRAM login on a machine with two cores."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
-    while time.monotonic() < deadline:
+    while True:
         try:
             if predicate():
                 return
         except psycopg.Error as error:
             last_error = error
+        if time.monotonic() >= deadline:
+            break
         time.sleep(interval)
+        interval = min(interval * 1.5, 0.05)
     suffix = f" (last error: {last_error})" if last_error else ""
     raise ClusterError(f"timed out after {timeout:.1f}s waiting for {what}{suffix}")

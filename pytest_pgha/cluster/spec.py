@@ -64,6 +64,10 @@ class SyncMode:
         names = tuple(n.strip() for n in match.group(3).split(",") if n.strip())
         if names == ("*",):
             names = replica_names
+        if len(set(names)) != len(names):
+            raise PghaConfigError.invalid(
+                "synchronous", text, "a standby is listed twice; name each one once"
+            )
         unknown = [n for n in names if n not in replica_names]
         if unknown:
             raise PghaConfigError.invalid(
@@ -91,7 +95,8 @@ class ClusterSpec:
     scale: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.replicas, int) or not 0 <= self.replicas <= 8:
+        valid_int = isinstance(self.replicas, int) and not isinstance(self.replicas, bool)
+        if not valid_int or not 0 <= self.replicas <= 8:
             raise PghaConfigError.invalid(
                 "replicas", self.replicas, "give a number of streaming replicas from 0 to 8"
             )

@@ -9,6 +9,7 @@ initdb + pg_basebackup per node.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -87,7 +88,10 @@ def base_env() -> dict[str, str]:
 
 
 def ensure_template(context: SandboxContext, binaries: PgBinaries, scale: int) -> Template:
-    key = f"pg{binaries.version}-s{scale}"
+    # The bindir is part of the key: two builds of one version may differ (extensions,
+    # compile options) and a template must match the binaries that run its clones.
+    bindir_tag = hashlib.sha256(str(binaries.bindir).encode()).hexdigest()[:8]
+    key = f"pg{binaries.version}-{bindir_tag}-s{scale}"
     home = context.run_dir / "templates" / key
     home.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(home) + ".lock", timeout=600):

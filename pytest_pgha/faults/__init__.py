@@ -14,5 +14,14 @@ from pytest_pgha.faults.inject import (
     thaw,
 )
 
-__all__ = ["FAULTS", "Fault", "crash_proxy", "freeze_primary", "kill_primary", "kill_replica",
-           "restart_proxy", "stop_primary", "thaw"]
+__all__ = [
+    "FAULTS",
+    "Fault",
+    "crash_proxy",
+    "freeze_primary",
+    "kill_primary",
+    "kill_replica",
+    "restart_proxy",
+    "stop_primary",
+    "thaw",
+]

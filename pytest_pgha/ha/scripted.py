@@ -31,24 +31,36 @@ class DetectPolicy:
 
     def __post_init__(self) -> None:
         if (self.delay_s is None) == (self.probe_interval_s is None):
-            raise PghaConfigError.invalid("detect", self, "give exactly one of delay_s or "
-                                          "probe_interval_s")
+            raise PghaConfigError.invalid(
+                "detect", self, "give exactly one of delay_s or probe_interval_s"
+            )
         if self.delay_s is not None and not 0 <= self.delay_s <= 60:
             raise PghaConfigError.invalid("detect_delay_s", self.delay_s, "use 0..60 seconds")
         if self.probe_interval_s is not None and not 0.01 <= self.probe_interval_s <= 10:
-            raise PghaConfigError.invalid("probe_interval_s", self.probe_interval_s,
-                                          "use 0.01..10 seconds")
+            raise PghaConfigError.invalid(
+                "probe_interval_s", self.probe_interval_s, "use 0.01..10 seconds"
+            )
 
 
 class ScriptedHA:
     kind = "scripted"
 
-    def __init__(self, cluster: Cluster, proxy: Proxy | None, timeline: Timeline, *,
-                 detect: DetectPolicy | None = None, rewire: RewirePath = "explicit",
-                 follow: bool = True) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        proxy: Proxy | None,
+        timeline: Timeline,
+        *,
+        detect: DetectPolicy | None = None,
+        rewire: RewirePath = "explicit",
+        follow: bool = True,
+    ) -> None:
         if rewire == "monitor" and proxy is not None and not proxy.has_monitor:
-            raise PghaConfigError.invalid("rewire", rewire, f"{proxy.kind} cannot find the "
-                                          "primary by itself; use rewire='explicit'")
+            raise PghaConfigError.invalid(
+                "rewire",
+                rewire,
+                f"{proxy.kind} cannot find the primary by itself; use rewire='explicit'",
+            )
         self.cluster = cluster
         self.proxy = proxy
         self.timeline = timeline
@@ -62,8 +74,9 @@ class ScriptedHA:
 
     # -- the protocol --------------------------------------------------------------------
     def start_failover(self, inject: Event, *, planned: bool = False) -> None:
-        self._thread = threading.Thread(target=self._run, args=(inject, planned),
-                                        name="pgha-ha", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(inject, planned), name="pgha-ha", daemon=True
+        )
         self._thread.start()
 
     def wait(self, timeout: float) -> Node:
@@ -132,8 +145,11 @@ class ScriptedHA:
         if not positions:
             raise ClusterError("no standby left to promote")
         chosen = max(positions, key=lambda name: positions[name])
-        self.timeline.record(base.DECIDE, node=chosen,
-                             lsns={n: [f"{a:X}", f"{b:X}"] for n, (a, b) in positions.items()})
+        self.timeline.record(
+            base.DECIDE,
+            node=chosen,
+            lsns={n: [f"{a:X}", f"{b:X}"] for n, (a, b) in positions.items()},
+        )
         return self.cluster.node(chosen)
 
     def _rewire(self, new: Node) -> None:
@@ -158,8 +174,9 @@ class ScriptedHA:
             except Exception:  # the proxy's admin interface may blink during failover
                 pass
             time.sleep(0.01)
-        raise ClusterError(f"{proxy.kind} did not route writes to {new.name} within "
-                           f"{timeout:.0f}s by itself")
+        raise ClusterError(
+            f"{proxy.kind} did not route writes to {new.name} within {timeout:.0f}s by itself"
+        )
 
     def _follow(self, new: Node, old: Node) -> None:
         for node in self.cluster.nodes:

@@ -94,7 +94,23 @@ METRIC_DOCS: dict[str, str] = {
     "ready_ms": "rewire_done (else promote_done) - inject (~1 ms precision)",
 }
 
-METRIC_NAMES: frozenset[str] = frozenset(METRIC_DOCS)
+# Figures of the other scenarios (server cross-check, read path, proxy restart), so
+# that SLOs can bound them too.
+SCENARIO_METRIC_DOCS: dict[str, str] = {
+    "server_write_gap_ms": (
+        "largest gap between commit timestamps around the inject, read on the new primary "
+        "(pg_xact_commit_timestamp; precise to the commit density, ~0.1 ms at 10k tps)"
+    ),
+    "reads_resume_ms": "writes_resume_ms computed on the read workload's log",
+    "read_error_count": "read attempts that failed after the inject",
+    "unavailable_ms": (
+        "restart window: last good connect+query probe before the outage to the first after "
+        "(precise to the probe interval, 2 ms by default)"
+    ),
+    "probes_failed": "connect+query probes that failed during the proxy restart",
+}
+
+METRIC_NAMES: frozenset[str] = frozenset(METRIC_DOCS) | frozenset(SCENARIO_METRIC_DOCS)
 
 
 def writes_resume_ms(buckets: Sequence[Bucket]) -> int | None:

@@ -53,6 +53,8 @@ class ProxySettings:
     admin_password: str = "admin"
     # A second listener for reads, where the proxy splits them (None: no read path).
     read_port: int | None = None
+    # PostgreSQL client programs (psql) for health-check scripts.
+    pg_bindir: Path | None = None
     database: str = "app"
     app_user: str = "app"
     monitor_user: str = "monitor"

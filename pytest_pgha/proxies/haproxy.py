@@ -16,7 +16,11 @@ from pytest_pgha.timeline import now_epoch_us
 
 RW, RO = "pg_rw", "pg_ro"
 CHECK_SCRIPT = "pg-is-primary.sh"
-DEFAULTS = {"check_inter_ms": "200", "timeout_connect": "2s"}
+# HAProxy waits min(timeout connect, 1 s) before each retry of a failed server
+# connect, and by default retries 3 times on the same server: a client reconnecting
+# during the outage would sit there for 3 s. These defaults fail over like an operator
+# tuning for it would: a short turn-around and a redispatch on retry.
+DEFAULTS = {"check_inter_ms": "200", "timeout_connect": "250ms", "retries": "1"}
 
 
 class HAProxyProxy(Proxy):
@@ -84,9 +88,9 @@ class HAProxyProxy(Proxy):
 
     def _check_script(self) -> str:
         s = self.settings
-        psql = s.options.get("psql")
-        if not psql:
-            raise ProxyError("the HAProxy monitor path needs options['psql'], the path of psql")
+        if s.pg_bindir is None:
+            raise ProxyError("the HAProxy monitor path needs settings.pg_bindir (for psql)")
+        psql = s.pg_bindir / "psql"
         # HAProxy passes: proxy address, proxy port, server address, server port.
         return (
             "#!/bin/sh\n"

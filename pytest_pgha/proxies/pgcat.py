@@ -112,9 +112,10 @@ class PgCatProxy(Proxy):
             f"port = {s.listen_port}",
             f"admin_username = {quoted(ADMIN_USER)}",
             f"admin_password = {quoted(s.admin_password)}",
-            # Docs say the exporter defaults to on (port 9930): parallel runs would fight
-            # over that port. `autoreload` stays unset (code default: off), so only our
-            # RELOAD makes PgCat read the file, never a half-written one.
+            # CONFIG.md says the exporter defaults to on (port 9930), the code to off:
+            # written out so parallel runs never fight over 9930. `autoreload` stays
+            # unset (code default: off; CONFIG.md: 15000 ms), so only our RELOAD makes
+            # PgCat read the file, never a half-written one.
             "enable_prometheus_exporter = false",
             *key_values(general),
             "",
@@ -145,9 +146,11 @@ class PgCatProxy(Proxy):
     # -- admin console -------------------------------------------------------------------
     def _admin_dsn(self) -> str:
         # The admin console shares the client port (no separate admin listener).
-        return (f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
-                f"user={ADMIN_USER} password={self.settings.admin_password} "
-                f"connect_timeout={ADMIN_TIMEOUT_S}")
+        return (
+            f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
+            f"user={ADMIN_USER} password={self.settings.admin_password} "
+            f"connect_timeout={ADMIN_TIMEOUT_S}"
+        )
 
     def after_start(self) -> None:
         self._sampler_admin = AdminConsole(self._admin_dsn())
@@ -171,6 +174,7 @@ class PgCatProxy(Proxy):
     def rewire(self, new_primary: str) -> None:
         """Rewrite the roles and RELOAD: PgCat builds new pools from the file before it
         answers, so writes go to new_primary once this returns."""
+        require_backend(self.settings, new_primary)
         self.settings = self.settings.with_primary(new_primary)
         self.write_config()
         self._admin_command("RELOAD")
@@ -190,10 +194,19 @@ class PgCatProxy(Proxy):
         row = next((r for r in databases if r.get("name") == name), None)
         if row is None:
             return ProxySample(now_epoch_us(), None, WRITER_DOWN, 0)
-        active = sum(1 for r in servers
-                     if r.get("address_id") == name and r.get("state") == "active")
+        active = sum(
+            1 for r in servers if r.get("address_id") == name and r.get("state") == "active"
+        )
         state = WRITER_DOWN if row.get("disabled") == "1" else WRITER_UP
         return ProxySample(now_epoch_us(), f"{row.get('host')}:{row.get('port')}", state, active)
+
+
+def require_backend(settings: ProxySettings, name: str) -> Backend:
+    """The backend called name; checked before a rewire changes anything."""
+    for backend in settings.backends:
+        if backend.name == name:
+            return backend
+    raise ProxyError(f"no backend {name!r}; backends are {[b.name for b in settings.backends]}")
 
 
 def _server(backend: Backend) -> str:

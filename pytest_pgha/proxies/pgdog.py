@@ -16,7 +16,7 @@ import psycopg
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.admin import AdminConsole
 from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
-from pytest_pgha.proxies.pgcat import key_values, quoted
+from pytest_pgha.proxies.pgcat import key_values, quoted, require_backend
 from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
@@ -36,6 +36,9 @@ GENERAL_DEFAULTS: dict[str, str] = {
     "ban_timeout": "5000",
     "connect_timeout": "1000",
 }
+# read_write_split keeps its default (include_primary): a standalone SELECT may go to a
+# replica, transactions go to the primary. "prefer_primary" would pin everything to the
+# primary but is recent (2026) and older builds reject it; pass it through options.
 # Only with settings.monitor: the LSN check is what notices a promotion, and it is off
 # by default (lsn_check_delay = infinity). Docs call the query cheap enough to run often.
 MONITOR_DEFAULTS: dict[str, str] = {
@@ -103,23 +106,35 @@ class PgDogProxy(Proxy):
 
     def _users_toml(self) -> str:
         s = self.settings
-        return "\n".join([
-            "[[users]]",
-            f"name = {quoted(s.app_user)}",
-            f"database = {quoted(s.database)}",
-            f"password = {quoted(s.app_password)}",
-        ]) + "\n"
+        return (
+            "\n".join(
+                [
+                    "[[users]]",
+                    f"name = {quoted(s.app_user)}",
+                    f"database = {quoted(s.database)}",
+                    f"password = {quoted(s.app_password)}",
+                ]
+            )
+            + "\n"
+        )
 
     def argv(self) -> list[str]:
         workdir = self.settings.workdir
-        return [self.binary, "--config", str(workdir / CONFIG_FILE),
-                "--users", str(workdir / USERS_FILE)]
+        return [
+            self.binary,
+            "--config",
+            str(workdir / CONFIG_FILE),
+            "--users",
+            str(workdir / USERS_FILE),
+        ]
 
     # -- admin database ------------------------------------------------------------------
     def _admin_dsn(self) -> str:
-        return (f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
-                f"user={ADMIN_USER} password={self.settings.admin_password} "
-                f"connect_timeout={ADMIN_TIMEOUT_S}")
+        return (
+            f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
+            f"user={ADMIN_USER} password={self.settings.admin_password} "
+            f"connect_timeout={ADMIN_TIMEOUT_S}"
+        )
 
     def after_start(self) -> None:
         self._sampler_admin = AdminConsole(self._admin_dsn())
@@ -141,9 +156,10 @@ class PgDogProxy(Proxy):
 
     # -- failover ------------------------------------------------------------------------
     def rewire(self, new_primary: str) -> None:
-        """Rewrite the roles and RELOAD (docs: administration, RELOAD re-reads both
-        files). Under settings.monitor the file keeps role "auto" everywhere and the
-        RELOAD only makes PgDog look at the servers again."""
+        """Rewrite the roles and RELOAD (docs: administration, "reload configuration
+        from disk"). Under settings.monitor every role stays "auto", so the file does not
+        change: routing follows PgDog's own LSN check, not this call."""
+        require_backend(self.settings, new_primary)
         self.settings = self.settings.with_primary(new_primary)
         self.write_config()
         self._admin_command("RELOAD")
@@ -158,13 +174,25 @@ class PgDogProxy(Proxy):
         except (psycopg.Error, ProxyError):
             return self.failed_sample()
         s = self.settings
-        row = next((r for r in pools if r.get("database") == s.database
-                    and r.get("user") == s.app_user and r.get("role") == "primary"), None)
+        row = next(
+            (
+                r
+                for r in pools
+                if r.get("database") == s.database
+                and r.get("user") == s.app_user
+                and r.get("role") == "primary"
+            ),
+            None,
+        )
         if row is None:
             return ProxySample(now_epoch_us(), None, WRITER_DOWN, 0)
         up = _true(row.get("online")) and not _true(row.get("banned"))
-        return ProxySample(now_epoch_us(), f"{row.get('addr')}:{row.get('port')}",
-                           WRITER_UP if up else WRITER_DOWN, int(row.get("sv_active") or 0))
+        return ProxySample(
+            now_epoch_us(),
+            f"{row.get('addr')}:{row.get('port')}",
+            WRITER_UP if up else WRITER_DOWN,
+            int(row.get("sv_active") or 0),
+        )
 
 
 def _true(value: str | None) -> bool:

@@ -22,7 +22,7 @@ import psycopg
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.admin import AdminConsole
 from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
-from pytest_pgha.proxies.pgcat import quoted, scalar
+from pytest_pgha.proxies.pgcat import quoted, require_backend, scalar
 from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
@@ -54,7 +54,9 @@ PGSQL_DEFAULTS: dict[str, str] = {
 # rewire the old writer can linger in the stats as OFFLINE_HARD until its connections
 # are gone.
 SAMPLE_SQL = (
-    "SELECT srv_host, srv_port, status, ConnUsed FROM stats_pgsql_connection_pool "
+    # Aliases: the names of the result's columns do not depend on ProxySQL's casing.
+    "SELECT srv_host AS host, srv_port AS port, status, ConnUsed AS conn_used "
+    "FROM stats_pgsql_connection_pool "
     f"WHERE hostgroup = {WRITER_HG} "
     "ORDER BY CASE WHEN status = 'ONLINE' THEN 0 ELSE 1 END LIMIT 1"
 )
@@ -97,17 +99,15 @@ class ProxySQLProxy(Proxy):
             self._admin_variables(admin),
             # ProxySQL 3 also runs its MySQL side, whose listener would default to
             # 0.0.0.0:6033 and clash between parallel runs. A relative unix socket
-            # lands in the datadir (ProxySQL chdirs there) and stays short of sun_path.
+            # lands in the cwd, which is the workdir (with -f, ProxySQL skips its chdir
+            # to the datadir), and stays far below sun_path's 107 bytes.
             _group("mysql_variables", [f"interfaces={quoted('mysql.sock')}"]),
             _group("pgsql_variables", self._pgsql_variables(pgsql)),
             _list("pgsql_servers", [self._server(b) for b in self._ordered_backends()]),
             _list("pgsql_users", [self._user()]),
         ]
         if self.settings.monitor:
-            sections.append(_list("pgsql_replication_hostgroups", [
-                f"writer_hostgroup={WRITER_HG}", f"reader_hostgroup={READER_HG}",
-                f"check_type={quoted('read_only')}", f"comment={quoted('pgha')}",
-            ], single=True))
+            sections.append(_list("pgsql_replication_hostgroups", [_replication_hostgroup()]))
         if self._read_port() is not None:
             sections.append(_list("pgsql_query_rules", [self._read_rule()]))
         return {CONFIG_FILE: "\n\n".join(sections) + "\n"}
@@ -141,13 +141,24 @@ class ProxySQLProxy(Proxy):
     @staticmethod
     def _server(backend: Backend) -> str:
         hostgroup = WRITER_HG if backend.role == "primary" else READER_HG
-        return _row([f"address={quoted(backend.host)}", f"port={backend.port}",
-                     f"hostgroup_id={hostgroup}", f"comment={quoted(backend.name)}"])
+        return _row(
+            [
+                f"address={quoted(backend.host)}",
+                f"port={backend.port}",
+                f"hostgroup_id={hostgroup}",
+                f"comment={quoted(backend.name)}",
+            ]
+        )
 
     def _user(self) -> str:
         s = self.settings
-        return _row([f"username={quoted(s.app_user)}", f"password={quoted(s.app_password)}",
-                     f"default_hostgroup={WRITER_HG}"])
+        return _row(
+            [
+                f"username={quoted(s.app_user)}",
+                f"password={quoted(s.app_password)}",
+                f"default_hostgroup={WRITER_HG}",
+            ]
+        )
 
     def _read_port(self) -> int | None:
         return self.settings.read_port if self.settings.replicas else None
@@ -156,14 +167,29 @@ class ProxySQLProxy(Proxy):
         # Everything arriving on the read port goes to the readers, like PgBouncer's
         # `_ro` database. A `^SELECT` digest rule would send a write on the "read-only"
         # port to the primary instead of failing it.
-        return _row([f"rule_id={READ_RULE_ID}", "active=1", f"proxy_port={self._read_port()}",
-                     f"destination_hostgroup={READER_HG}", "apply=1"])
+        return _row(
+            [
+                f"rule_id={READ_RULE_ID}",
+                "active=1",
+                f"proxy_port={self._read_port()}",
+                f"destination_hostgroup={READER_HG}",
+                "apply=1",
+            ]
+        )
 
     def argv(self) -> list[str]:
         # -f: foreground, no angel process to restart a killed child. --initial: this
         # file, not a proxysql.db left by an earlier start, is the configuration.
-        return [self.binary, "-f", "--initial", "--no-version-check",
-                "-c", str(self.settings.workdir / CONFIG_FILE), "-D", str(self.data_dir)]
+        return [
+            self.binary,
+            "-f",
+            "--initial",
+            "--no-version-check",
+            "-c",
+            str(self.settings.workdir / CONFIG_FILE),
+            "-D",
+            str(self.data_dir),
+        ]
 
     def write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -176,9 +202,11 @@ class ProxySQLProxy(Proxy):
 
     # -- admin (PostgreSQL protocol) --------------------------------------------------------
     def _admin_dsn(self) -> str:
-        return (f"host=127.0.0.1 port={self.settings.admin_port} dbname={ADMIN_DATABASE} "
-                f"user={ADMIN_USER} password={self.settings.admin_password} "
-                f"connect_timeout={ADMIN_TIMEOUT_S}")
+        return (
+            f"host=127.0.0.1 port={self.settings.admin_port} dbname={ADMIN_DATABASE} "
+            f"user={ADMIN_USER} password={self.settings.admin_password} "
+            f"connect_timeout={ADMIN_TIMEOUT_S}"
+        )
 
     def after_start(self) -> None:
         self._sampler_admin = AdminConsole(self._admin_dsn())
@@ -195,7 +223,7 @@ class ProxySQLProxy(Proxy):
         the same wherever the monitor may already have put the new primary (an UPDATE
         to hostgroup 10 would hit the primary key if it were in both hostgroups)."""
         old = self.settings.primary
-        new = self._backend(new_primary)
+        new = require_backend(self.settings, new_primary)
         return [
             f"DELETE FROM pgsql_servers WHERE {_where(old)}",
             f"DELETE FROM pgsql_servers WHERE {_where(new)}",
@@ -217,14 +245,8 @@ class ProxySQLProxy(Proxy):
         # What the runtime now holds: the old primary is gone, as in the lab. A
         # restart (start() renders the file again) comes back to the same topology.
         old = self.settings.primary.name
-        self.settings = self.settings.with_primary(new_primary).without(old)
-
-    def _backend(self, name: str) -> Backend:
-        for backend in self.settings.backends:
-            if backend.name == name:
-                return backend
-        raise ProxyError(f"no backend {name!r}; backends are "
-                         f"{[b.name for b in self.settings.backends]}")
+        settings = self.settings.with_primary(new_primary)
+        self.settings = settings if old == new_primary else settings.without(old)
 
     def sample(self) -> ProxySample:
         if self._sampler_admin is None:
@@ -237,8 +259,23 @@ class ProxySQLProxy(Proxy):
             return ProxySample(now_epoch_us(), None, WRITER_DOWN, 0)
         row = rows[0]
         state = WRITER_UP if row.get("status") == "ONLINE" else WRITER_DOWN
-        return ProxySample(now_epoch_us(), f"{row.get('srv_host')}:{row.get('srv_port')}",
-                           state, int(row.get("ConnUsed") or 0))
+        return ProxySample(
+            now_epoch_us(),
+            f"{row.get('host')}:{row.get('port')}",
+            state,
+            int(row.get("conn_used") or 0),
+        )
+
+
+def _replication_hostgroup() -> str:
+    # check_type: 'read_only' is the one type PostgreSQL has (pg_is_in_recovery()).
+    fields = [
+        f"writer_hostgroup={WRITER_HG}",
+        f"reader_hostgroup={READER_HG}",
+        f"check_type={quoted('read_only')}",
+        f"comment={quoted('pgha')}",
+    ]
+    return _row(fields)
 
 
 def _group(name: str, lines: list[str]) -> str:
@@ -250,9 +287,7 @@ def _row(fields: list[str]) -> str:
     return "{ " + " ".join(fields) + " }"
 
 
-def _list(name: str, rows: list[str], *, single: bool = False) -> str:
-    if single:  # one row given as its fields
-        rows = [_row(rows)]
+def _list(name: str, rows: list[str]) -> str:
     body = ",\n".join(f"    {row}" for row in rows)
     return f"{name}=\n(\n{body}\n)"
 

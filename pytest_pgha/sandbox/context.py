@@ -57,17 +57,25 @@ class SandboxContext:
         raise RuntimeError(f"cannot create a test directory under {parent}")
 
 
-def open_sandbox(base_dir: Path, run_id: str) -> SandboxContext:
+def open_sandbox(base_dir: Path, run_id: str, *, own_run_dir: bool = False) -> SandboxContext:
+    """The sandbox of run run_id under base_dir. With own_run_dir, this process
+    registers the run directory as its own (a script such as the benchmark): if it is
+    killed, the next run or `pgha cleanup` removes it. The pytest plugin's controller
+    registers it itself, so that xdist workers do not remove it as they finish."""
+    base_dir = base_dir.resolve()
     base_dir.mkdir(parents=True, exist_ok=True)
     base_dir.chmod(0o755)
     run_dir = base_dir / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o755)
+    registry = Registry(base_dir / "registry")
+    if own_run_dir:
+        registry.add_directory(run_dir)
     return SandboxContext(
         base_dir,
         run_dir,
         service_identity(),
-        Registry(base_dir / "registry"),
+        registry,
         PortPool(base_dir / "ports"),
     )
 

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -80,7 +81,9 @@ class Registry:
         return self._write(entry)
 
     def add_directory(self, path: Path) -> Path:
-        return self._write(Entry(self._owner_pid, self._owner_started, "directory", path=str(path)))
+        # Absolute: `pgha cleanup` may run from another working directory.
+        absolute = str(path.resolve())
+        return self._write(Entry(self._owner_pid, self._owner_started, "directory", path=absolute))
 
     @staticmethod
     def remove(token: Path) -> None:
@@ -121,8 +124,13 @@ class Registry:
 def _reap_entry(entry: Entry, report: ReapReport) -> None:
     if entry.kind == "process" and entry.process_alive():
         kill_process_group(entry.pid)
+        _wait_group_gone(entry.pid)
         report.processes += 1
     elif entry.kind == "directory" and os.path.exists(entry.path):
+        # A process started just before its owner was killed may not be registered yet;
+        # it still works inside the directory. Files it is creating while rmtree runs
+        # would leave the directory behind, so it dies first.
+        report.processes += kill_processes_inside(Path(entry.path))
         shutil.rmtree(entry.path, ignore_errors=True)
         report.directories += 1
 
@@ -133,3 +141,39 @@ def kill_process_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
+
+
+def _wait_group_gone(pgid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
+def processes_inside(directory: Path) -> list[psutil.Process]:
+    """Live processes whose working directory or command line lies under directory
+    (a postmaster runs in its data directory, and so do all its children)."""
+    root = str(directory.resolve())
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            paths = [proc.cwd(), *(proc.info["cmdline"] or [])]
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if any(p == root or p.startswith(root + os.sep) for p in paths):
+            found.append(proc)
+    return found
+
+
+def kill_processes_inside(directory: Path) -> int:
+    victims = processes_inside(directory)
+    for proc in victims:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.kill()
+    psutil.wait_procs(victims, timeout=10)
+    return len(victims)

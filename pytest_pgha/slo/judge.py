@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from pytest_pgha.metrics.failover import FailoverMetrics
 from pytest_pgha.slo.expressions import SloBound, SloSource
@@ -18,6 +19,10 @@ _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "!=": operator.ne,
 }
 _UPPER = frozenset({"<=", "<"})
+# Metrics where -1 means "never disrupted".
+_RESUME_METRICS = frozenset({"writes_resume_ms", "reads_resume_ms"})
+Measured: TypeAlias = int | float | None
+Metrics: TypeAlias = FailoverMetrics | Mapping[str, Measured]
 _HEADER = ("metric", "measured", "bound", "result")
 
 
@@ -43,12 +48,12 @@ class SloViolation(AssertionError):
         super().__init__(f"{failed} of {len(self.results)} SLOs failed\n{format_table(results)}")
 
 
-def judge(metrics: FailoverMetrics, bounds: Iterable[SloBound]) -> list[SloResult]:
+def judge(metrics: Metrics, bounds: Iterable[SloBound]) -> list[SloResult]:
     """One result per bound, in the order given."""
     return [_judge_one(metrics, bound) for bound in bounds]
 
 
-def assert_slos(metrics: FailoverMetrics, bounds: Iterable[SloBound]) -> list[SloResult]:
+def assert_slos(metrics: Metrics, bounds: Iterable[SloBound]) -> list[SloResult]:
     """Raise SloViolation if any bound fails; return the results otherwise."""
     results = judge(metrics, bounds)
     if not all(r.passed for r in results):
@@ -68,9 +73,16 @@ def format_table(results: Sequence[SloResult]) -> str:
     return "\n".join(lines)
 
 
-def _judge_one(metrics: FailoverMetrics, bound: SloBound) -> SloResult:
-    measured: int | float | None = getattr(metrics, bound.metric)
-    limit = bound.resolve(metrics.workers)
+def _lookup(metrics: Metrics, name: str) -> Measured:
+    if isinstance(metrics, Mapping):
+        return metrics.get(name)
+    value: Measured = getattr(metrics, name, None)
+    return value
+
+
+def _judge_one(metrics: Metrics, bound: SloBound) -> SloResult:
+    measured = _lookup(metrics, bound.metric)
+    limit = bound.resolve(int(_lookup(metrics, "workers") or 0))
     return SloResult(
         metric=bound.metric,
         op=bound.op,
@@ -89,7 +101,7 @@ def _passes(metric: str, measured: float | None, op: str, limit: float) -> bool:
         return False
     # -1 means writes were never disrupted, which is better than any upper bound,
     # even one a careless user set below zero.
-    if metric == "writes_resume_ms" and measured == -1 and op in _UPPER:
+    if metric in _RESUME_METRICS and measured == -1 and op in _UPPER:
         return True
     return _COMPARE[op](measured, limit)
 
@@ -108,9 +120,9 @@ def _row(result: SloResult) -> tuple[str, str, str, str]:
 
 
 def _measured(metric: str, value: float | None) -> str:
-    if metric == "writes_resume_ms" and value is None:
+    if metric in _RESUME_METRICS and value is None:
         return "none (never resumed)"
-    if metric == "writes_resume_ms" and value == -1:
+    if metric in _RESUME_METRICS and value == -1:
         return "-1 (no disruption)"
     return "none" if value is None else _number(value)
 

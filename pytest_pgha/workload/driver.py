@@ -61,8 +61,9 @@ class WorkloadOptions:
 
 
 class _Worker:
-    def __init__(self, client_id: int, dsn: str, options: WorkloadOptions,
-                 stop: threading.Event) -> None:
+    def __init__(
+        self, client_id: int, dsn: str, options: WorkloadOptions, stop: threading.Event
+    ) -> None:
         self.client_id = client_id
         self.dsn = dsn
         self.options = options
@@ -138,8 +139,9 @@ class _Worker:
                     result = exec_(b"COMMIT")
                     if result.status == _COMMAND_OK:
                         self.in_flight_since_ns = 0
-                        self.rows.append((start_ns // 1000, time.time_ns() // 1000, "ok",
-                                          None, False))
+                        self.rows.append(
+                            (start_ns // 1000, time.time_ns() // 1000, "ok", None, False)
+                        )
                         return False
             sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
         except psycopg.Error:
@@ -163,8 +165,9 @@ class _Worker:
         self.in_flight_since_ns = 0
         return self._failed(start_ns // 1000, "select", sqlstate, pgconn)
 
-    def _failed(self, start: int, stage: str, sqlstate: bytes | None,
-                pgconn: pq.abc.PGconn) -> bool:
+    def _failed(
+        self, start: int, stage: str, sqlstate: bytes | None, pgconn: pq.abc.PGconn
+    ) -> bool:
         state = sqlstate.decode() if sqlstate else None
         broken = pgconn.status == pq.ConnStatus.BAD
         outcome = classify(stage, state, broken)
@@ -173,8 +176,7 @@ class _Worker:
 
     def records(self) -> Iterator[TxRecord]:
         for txn_no, (start, end, outcome, sqlstate, broken) in enumerate(self.rows):
-            yield TxRecord(self.client_id, txn_no, start, end, Outcome(outcome), sqlstate,
-                           broken)
+            yield TxRecord(self.client_id, txn_no, start, end, Outcome(outcome), sqlstate, broken)
 
 
 class WorkloadDriver:
@@ -184,12 +186,16 @@ class WorkloadDriver:
         self.dsn = dsn
         self.options = options or WorkloadOptions()
         self._stop = threading.Event()
-        self._workers = [_Worker(i, dsn, self.options, self._stop)
-                         for i in range(self.options.workers)]
-        self._threads = [threading.Thread(target=w.run, name=f"pgha-worker-{w.client_id}",
-                                          daemon=True) for w in self._workers]
-        self._watchdog = threading.Thread(target=self._enforce_timeouts, name="pgha-watchdog",
-                                          daemon=True)
+        self._workers = [
+            _Worker(i, dsn, self.options, self._stop) for i in range(self.options.workers)
+        ]
+        self._threads = [
+            threading.Thread(target=w.run, name=f"pgha-worker-{w.client_id}", daemon=True)
+            for w in self._workers
+        ]
+        self._watchdog = threading.Thread(
+            target=self._enforce_timeouts, name="pgha-watchdog", daemon=True
+        )
         self.started_us = 0
         self.stopped_us = 0
 
@@ -249,8 +255,7 @@ def _shutdown_fd(fd: int) -> None:
 
 
 @contextmanager
-def running_workload(dsn: str, options: WorkloadOptions | None = None
-                     ) -> Iterator[WorkloadDriver]:
+def running_workload(dsn: str, options: WorkloadOptions | None = None) -> Iterator[WorkloadDriver]:
     driver = WorkloadDriver(dsn, options)
     driver.start()
     try:

@@ -13,8 +13,27 @@ import psycopg
 
 from pytest_pgha.errors import PghaConfigError
 
-HISTOGRAM_EDGES_MS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.5, 2.0, 4.0, 8.0,
-                      16.0, 32.0, 64.0, 128.0, 1000.0)
+HISTOGRAM_EDGES_MS = (
+    0.1,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.9,
+    1.0,
+    1.5,
+    2.0,
+    4.0,
+    8.0,
+    16.0,
+    32.0,
+    64.0,
+    128.0,
+    1000.0,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +52,13 @@ class ProbeReport:
     histogram: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"probes_ok": self.ok, "probes_failed": self.failed,
-                "unavailable_ms": self.unavailable_ms,
-                "first_failure_after_inject_ms": self.first_failure_after_inject_ms,
-                "histogram_ms": self.histogram}
+        return {
+            "probes_ok": self.ok,
+            "probes_failed": self.failed,
+            "unavailable_ms": self.unavailable_ms,
+            "first_failure_after_inject_ms": self.first_failure_after_inject_ms,
+            "histogram_ms": self.histogram,
+        }
 
 
 class ConnectProber:
@@ -87,8 +109,13 @@ def summarise(probes: list[Probe], inject_us: int) -> ProbeReport:
     good_after = [p for p in probes if p.ok and p.start_us >= last_fail.end_us]
     start = good_before[-1].end_us if good_before else first_fail.start_us
     unavailable = (good_after[0].end_us - start) / 1000 if good_after else None
-    return ProbeReport(len(probes) - len(failed), len(failed), unavailable,
-                       (first_fail.end_us - inject_us) / 1000, histogram)
+    return ProbeReport(
+        len(probes) - len(failed),
+        len(failed),
+        unavailable,
+        (first_fail.end_us - inject_us) / 1000,
+        histogram,
+    )
 
 
 def _histogram(latencies_ms: list[float]) -> dict[str, int]:

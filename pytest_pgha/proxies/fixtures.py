@@ -1,0 +1,76 @@
+"""Proxy fixtures: `pgha_proxy_kind` (parametrized over --pgha-proxies by the plugin)
+and `pgha_proxy`, the real proxy in front of the test's cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_pgha.cluster.cluster import Cluster
+from pytest_pgha.errors import PghaError
+from pytest_pgha.proxies.base import Proxy
+from pytest_pgha.proxies.registry import adapter
+from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.scenarios.stack import proxy_settings
+
+DEFAULT_KIND = "pgbouncer"
+
+
+@pytest.fixture
+def pgha_proxy_kind(request: pytest.FixtureRequest) -> str:
+    """The proxy kind of this test; the plugin parametrizes it over --pgha-proxies.
+    Override it in conftest.py to pin one kind."""
+    return str(getattr(request, "param", DEFAULT_KIND))
+
+
+def start_proxy(
+    request: pytest.FixtureRequest, cluster: Cluster, sandbox: SandboxContext, kind: str
+) -> Generator[Proxy, None, None]:
+    marker = request.node.get_closest_marker("pgha_proxy")
+    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    try:
+        cls = adapter(kind)
+    except KeyError as error:
+        pytest.fail(str(error), pytrace=False)
+    binary = cls.locate()
+    if binary is None:
+        pytest.skip(f"{kind} is not installed ({cls.program} not found): {cls.install_hint}")
+    monitor = bool(options.pop("monitor", False))
+    if monitor and not cls.has_monitor:
+        pytest.fail(
+            f"pgha_proxy(monitor=True): {kind} has no primary detection of its own; "
+            "drop monitor=True to rewire it explicitly",
+            pytrace=False,
+        )
+    extra = {k: str(v) for k, v in dict(options.pop("options", {})).items()}
+    if options:
+        pytest.fail(
+            f"pgha_proxy marker: unknown option(s) {sorted(options)}; use monitor= "
+            "and options={...}",
+            pytrace=False,
+        )
+    settings, ports = proxy_settings(cluster, sandbox, kind, monitor=monitor, options=extra)
+    proxy = cls(settings, sandbox, binary)
+    try:
+        proxy.start()
+        yield proxy
+    except PghaError as error:
+        pytest.fail(f"{kind} did not start: {error}", pytrace=False)
+    finally:
+        proxy.stop()
+        for port in ports:
+            sandbox.ports.release(port)
+
+
+@pytest.fixture
+def pgha_proxy(
+    request: pytest.FixtureRequest,
+    pgha_cluster: Cluster,
+    pgha_sandbox: SandboxContext,
+    pgha_proxy_kind: str,
+) -> Generator[Proxy, None, None]:
+    """A real proxy of kind `pgha_proxy_kind` in front of `pgha_cluster`. Configure it
+    with @pytest.mark.pgha_proxy(monitor=True, options={"server_login_retry": "1"})."""
+    yield from start_proxy(request, pgha_cluster, pgha_sandbox, pgha_proxy_kind)

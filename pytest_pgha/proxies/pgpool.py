@@ -1,0 +1,405 @@
+"""Pgpool-II 4.3 in streaming-replication mode: one port for reads and writes (SELECTs
+are load-balanced over the standbys), PCP on settings.admin_port.
+
+Pgpool promotes nothing here (the harness's HA manager does); it only detaches a node
+and then looks for the primary itself, asking every live node pg_is_in_recovery()
+(find_primary_node() in src/main/pgpool_main.c; docs: pcp_node_info, "actual backend
+role (taken from pg_is_in_recovery)"; sr_check_user "is used ... for the
+identification of the primary server"). Two paths:
+
+- explicit (settings.monitor False): health check and failover on backend errors are
+  off, so Pgpool never detaches by itself; rewire() detaches the old primary with
+  pcp_detach_node, which makes Pgpool search again and find the promoted node.
+- monitor (settings.monitor True): a 1 s health check and failover_on_backend_error
+  detach the dead primary; the search then retries once a second until the promoted
+  node answers pg_is_in_recovery() = f (search_primary_node_timeout bounds it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import psycopg
+
+from pytest_pgha.errors import ProxyError
+from pytest_pgha.proxies.admin import AdminConsole
+from pytest_pgha.proxies.base import Proxy, ProxySettings, find_program
+from pytest_pgha.report.samples import UNKNOWN, WRITER_DOWN, WRITER_UP, ProxySample
+from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.timeline import now_epoch_us
+
+CONFIG_FILE = "pgpool.conf"
+PCP_CONF = "pcp.conf"
+HBA_FILE = "pool_hba.conf"
+PASSWD_FILE = "pool_passwd"
+PCPPASS_FILE = "pcppass"
+FAILOVER_SCRIPT = "failover.sh"
+PID_FILE = "pgpool.pid"
+
+# The PCP user lives in pcp.conf only: it is no PostgreSQL role.
+ADMIN_USER = "admin"
+# sockaddr_un.sun_path holds 108 bytes with the terminating NUL (pgpool_main.c checks it).
+SUN_PATH_MAX = 107
+PCP_TIMEOUT_S = 5.0
+REWIRE_TIMEOUT_S = 15.0
+# The sampler's probe: a dead or failing-over Pgpool must not stall it for long.
+PROBE_CONNECT_TIMEOUT_S = 2
+
+# Failover-friendly values (docs: runtime-config-*.html); each can be overridden through
+# ProxySettings.options, with values written as pgpool.conf wants them.
+DEFAULTS: dict[str, str] = {
+    "num_init_children": "32",
+    # Connection slots per child (user/database pairs): app and monitor.
+    "max_pool": "2",
+    "load_balance_mode": "on",
+    # connect() to a backend, in ms (10 s by default): also bounds a frozen node.
+    "connect_timeout": "1000",
+    # How long a failover keeps asking for a primary (once a second) before it gives up
+    # for good: it must outlast the HA manager's promotion.
+    "search_primary_node_timeout": "30",
+    # A non-empty follow_primary_command (and pcp_promote_node) marks every standby
+    # down after a primary failover; the standbys keep serving reads here.
+    "follow_primary_command": "''",
+    "failback_command": "''",
+    "auto_failback": "off",
+    "detach_false_primary": "off",
+    "use_watchdog": "off",
+    "memory_cache_enabled": "off",
+    "log_destination": "'stderr'",
+    "logging_collector": "off",
+    "log_line_prefix": "'%m: %a pid %p: '",
+    "log_connections": "off",
+}
+
+HBA = """\
+# pytest-pgha: loopback only; pool_passwd holds the passwords Pgpool uses for SCRAM.
+host all all 127.0.0.1/32 scram-sha-256
+"""
+
+# Pgpool only detaches: the HA manager of the harness promotes. The line lands in
+# pgpool.log (the script's stdout is Pgpool's), for the timeline of a failure.
+FAILOVER_SCRIPT_TEXT = """\
+#!/bin/sh
+# pytest-pgha: log only. Arguments: %d %h %p %m %P (see failover_command).
+echo "pgha failover_command: detached node $1 ($2:$3), new main node $4, old primary $5"
+"""
+
+
+@dataclass(frozen=True)
+class PoolNode:
+    """One row of Pgpool's node list, as Pgpool itself sees the node."""
+
+    node_id: int
+    host: str
+    port: int
+    status: str  # up, waiting, down, unused
+    role: str  # primary or standby
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def attached(self) -> bool:
+        return self.status in ("up", "waiting")
+
+
+class PgpoolProxy(Proxy):
+    kind: ClassVar[str] = "pgpool"
+    program: ClassVar[str] = "pgpool"
+    install_hint: ClassVar[str] = "apt-get install pgpool2"
+    has_monitor: ClassVar[bool] = True
+    splits_reads: ClassVar[bool] = True
+
+    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
+        super().__init__(settings, context, binary)
+        self._sampler: AdminConsole | None = None
+
+    # -- configuration -------------------------------------------------------------------
+    def render(self) -> dict[str, str]:
+        s = self.settings
+        return {
+            CONFIG_FILE: self._conf(),
+            HBA_FILE: HBA,
+            PASSWD_FILE: self._pool_passwd(),
+            PCP_CONF: f"{ADMIN_USER}:{_md5(s.admin_password)}\n",
+            PCPPASS_FILE: f"127.0.0.1:{s.admin_port}:{ADMIN_USER}:{_pcppass(s.admin_password)}\n",
+            FAILOVER_SCRIPT: FAILOVER_SCRIPT_TEXT,
+        }
+
+    def _conf(self) -> str:
+        values = {
+            **self._core(),
+            **self._backends(),
+            **self._checks(),
+            **DEFAULTS,
+            **self.settings.options,
+        }
+        return "".join(f"{key} = {value}\n" for key, value in values.items())
+
+    def _core(self) -> dict[str, str]:
+        s = self.settings
+        workdir = s.workdir
+        return {
+            "backend_clustering_mode": "'streaming_replication'",
+            "listen_addresses": "'127.0.0.1'",
+            "port": str(s.listen_port),
+            "socket_dir": _quote(self.socket_dir(s.listen_port)),
+            "pcp_listen_addresses": "'127.0.0.1'",
+            "pcp_port": str(s.admin_port),
+            "pcp_socket_dir": _quote(self.socket_dir(s.admin_port)),
+            "pid_file_name": _quote(str(workdir / PID_FILE)),
+            # logdir holds pgpool_status, the node states that survive a restart.
+            "logdir": _quote(str(workdir)),
+            "enable_pool_hba": "on",
+            "pool_passwd": _quote(PASSWD_FILE),  # relative to pgpool.conf's directory
+            "allow_clear_text_frontend_auth": "off",
+            "failover_command": _quote(f"{workdir / FAILOVER_SCRIPT} %d %h %p %m %P"),
+        }
+
+    def _backends(self) -> dict[str, str]:
+        values: dict[str, str] = {}
+        for index, backend in enumerate(self.settings.backends):
+            values |= {
+                f"backend_hostname{index}": _quote(backend.host),
+                f"backend_port{index}": str(backend.port),
+                f"backend_weight{index}": "1",
+                f"backend_flag{index}": "'ALLOW_TO_FAILOVER'",
+                # The walreceiver's name (the cluster sets application_name = node
+                # name): it fills replication_state in SHOW POOL_NODES.
+                f"backend_application_name{index}": _quote(backend.name),
+            }
+        return values
+
+    def _checks(self) -> dict[str, str]:
+        s = self.settings
+        password = _quote(f"TEXT{s.monitor_password}")
+        monitor = s.monitor
+        return {
+            # The streaming-replication check also names the primary after a failover.
+            "sr_check_period": "1",
+            "sr_check_user": _quote(s.monitor_user),
+            "sr_check_password": password,
+            "sr_check_database": _quote(s.database),
+            "delay_threshold": "0",
+            "health_check_period": "1" if monitor else "0",
+            "health_check_timeout": "1",
+            "health_check_user": _quote(s.monitor_user),
+            "health_check_password": password,
+            "health_check_database": _quote(s.database),
+            "health_check_max_retries": "0",
+            "health_check_retry_delay": "1",
+            # Explicit path: a backend error only ends the session; rewire() detaches.
+            "failover_on_backend_error": "on" if monitor else "off",
+            "failover_on_backend_shutdown": "on" if monitor else "off",
+        }
+
+    def _pool_passwd(self) -> str:
+        s = self.settings
+        # Plain text (TEXT prefix): Pgpool needs the password itself to do SCRAM with
+        # both the client and the backends (docs: auth-methods, 6.2.4.1).
+        users = {s.app_user: s.app_password, s.monitor_user: s.monitor_password}
+        for user, password in users.items():
+            if any(c in user + password for c in ":\n"):
+                raise ProxyError(f"pool_passwd cannot hold user {user!r}: ':' or newline")
+        return "".join(f"{user}:TEXT{password}\n" for user, password in users.items())
+
+    def socket_dir(self, port: int) -> str:
+        """The workdir when the socket's path fits in sun_path, else "." (Pgpool runs
+        in the workdir and does not chdir in the foreground)."""
+        path = f"{self.settings.workdir}/.s.PGSQL.{port}"
+        return str(self.settings.workdir) if len(path) <= SUN_PATH_MAX else "."
+
+    def argv(self) -> list[str]:
+        # No -D: a fresh workdir has no pgpool_status, and after a restart the file
+        # keeps a detached (dead) old primary detached, as in a real deployment.
+        workdir = self.settings.workdir
+        return [
+            self.binary,
+            "-n",
+            "-f",
+            str(workdir / CONFIG_FILE),
+            "-F",
+            str(workdir / PCP_CONF),
+            "-a",
+            str(workdir / HBA_FILE),
+        ]
+
+    def env(self) -> dict[str, str]:
+        # HOME: Pgpool looks for ~/.pgpoolkey (AES passwords), which we do not use.
+        return {**super().env(), "HOME": str(self.settings.workdir)}
+
+    # -- life cycle -------------------------------------------------------------------
+    def after_start(self) -> None:
+        self._sampler = AdminConsole(self._monitor_dsn())
+
+    def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
+        super().stop()
+
+    @property
+    def ro_dsn(self) -> str | None:
+        # The same port: Pgpool sends SELECTs outside write transactions to a standby.
+        return self.rw_dsn
+
+    def _monitor_dsn(self) -> str:
+        s = self.settings
+        return (
+            f"host=127.0.0.1 port={s.listen_port} dbname={s.database} "
+            f"user={s.monitor_user} password={s.monitor_password} "
+            f"connect_timeout={PROBE_CONNECT_TIMEOUT_S} application_name=pgha_sampler"
+        )
+
+    # -- PCP ---------------------------------------------------------------------------
+    def pcp(self, command: str, *args: str, timeout: float = PCP_TIMEOUT_S) -> str:
+        """Run a pcp_* client against this Pgpool; its stdout."""
+        program = find_program(command) or command
+        argv = [
+            program,
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.settings.admin_port),
+            "-U",
+            ADMIN_USER,
+            "-w",
+            *args,
+        ]
+        env = {**os.environ, "PCPPASSFILE": str(self.settings.workdir / PCPPASS_FILE)}
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, env=env, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired as error:
+            raise ProxyError(f"{command} {' '.join(args)} timed out after {timeout}s") from error
+        if done.returncode != 0:
+            raise ProxyError(
+                f"{command} {' '.join(args)} failed ({done.returncode}): "
+                f"{(done.stderr or done.stdout).strip()}"
+            )
+        return done.stdout
+
+    def nodes(self) -> list[PoolNode]:
+        """Every node as Pgpool sees it (pcp_node_info -a; -v names the fields)."""
+        return [
+            _parse_node_info(index, block)
+            for index, block in enumerate(_blocks(self.pcp("pcp_node_info", "-a", "-v")))
+        ]
+
+    # -- failover ------------------------------------------------------------------------
+    def rewire(self, new_primary: str) -> None:
+        """Make Pgpool write to new_primary, already promoted by the HA manager."""
+        target = self._node_id(new_primary)
+        deadline = time.monotonic() + REWIRE_TIMEOUT_S
+        nodes = self._nodes_until(deadline)
+        if nodes[target].role == "primary" and nodes[target].attached:
+            return
+        for node in nodes:
+            if node.role == "primary" and node.attached and node.node_id != target:
+                # A failover: Pgpool marks it down, asks every other node
+                # pg_is_in_recovery() and takes the promoted one as primary.
+                self.pcp("pcp_detach_node", "-n", str(node.node_id))
+        self._wait_primary(target, deadline)
+
+    def _node_id(self, name: str) -> int:
+        for index, backend in enumerate(self.settings.backends):
+            if backend.name == name:
+                return index
+        raise ProxyError(f"no backend {name!r} in {[b.name for b in self.settings.backends]}")
+
+    def _nodes_until(self, deadline: float) -> list[PoolNode]:
+        # PCP restarts for about a second after each failover (pgpool_main.c sleeps
+        # 1 s before it restarts the PCP child): retry until the deadline.
+        while True:
+            try:
+                return self.nodes()
+            except ProxyError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _wait_primary(self, target: int, deadline: float) -> None:
+        nodes: list[PoolNode] = []
+        while time.monotonic() < deadline:
+            nodes = self._nodes_until(deadline)
+            if nodes[target].role == "primary" and nodes[target].attached:
+                self.settings = self.settings.with_primary(self.settings.backends[target].name)
+                return
+            time.sleep(0.02)
+        raise ProxyError(
+            f"pgpool did not take node {target} as primary within "
+            f"{REWIRE_TIMEOUT_S:.0f}s; its nodes: {nodes}"
+        )
+
+    def sample(self) -> ProxySample:
+        """The primary row of SHOW POOL_BACKEND_STATS: the same node id, host, port,
+        status and role columns as SHOW POOL_NODES (docs: SHOW POOL_BACKEND_STATS),
+        read from shared memory. SHOW POOL_NODES also opens a connection to every
+        node for pg_status/pg_role (pool_process_reporting.c), too slow for a probe."""
+        if self._sampler is None:
+            return self.failed_sample()
+        try:
+            rows = self._sampler.query("SHOW POOL_BACKEND_STATS")
+        except (psycopg.Error, ProxyError):
+            return self.failed_sample()
+        primary = next((r for r in rows if r.get("role") == "primary"), None)
+        if primary is None:
+            return ProxySample(now_epoch_us(), None, WRITER_DOWN, UNKNOWN)
+        state = WRITER_UP if primary.get("status") in ("up", "waiting") else WRITER_DOWN
+        return ProxySample(
+            now_epoch_us(), f"{primary.get('hostname')}:{primary.get('port')}", state, UNKNOWN
+        )
+
+
+def _quote(value: str) -> str:
+    # pgpool.conf's lexer takes '...' without any escape for a quote (pool_config.l).
+    if any(c in value for c in "'\n\\"):
+        raise ProxyError(f"cannot write {value!r} into pgpool.conf: quote, backslash or newline")
+    return f"'{value}'"
+
+
+def _md5(password: str) -> str:
+    # pcp.conf wants what pg_md5 prints: the bare md5 of the password (not PostgreSQL's
+    # md5 of password + user).
+    return hashlib.md5(password.encode()).hexdigest()
+
+
+def _pcppass(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def _blocks(text: str) -> list[dict[str, str]]:
+    """pcp_node_info -v output: 'Field : value' lines, a blank line between nodes."""
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in [*text.splitlines(), ""]:
+        if not line.strip():
+            if current:
+                blocks.append(current)
+                current = {}
+            continue
+        key, _, value = line.partition(":")
+        current[key.strip()] = value.strip()
+    return blocks
+
+
+def _parse_node_info(index: int, fields: dict[str, str]) -> PoolNode:
+    return PoolNode(
+        index,
+        fields.get("Hostname", ""),
+        int(fields.get("Port", "0") or 0),
+        fields.get("Status Name", ""),
+        fields.get("Role", ""),
+    )
+
+
+def pcppass_path(workdir: Path) -> Path:
+    return workdir / PCPPASS_FILE

@@ -1,0 +1,88 @@
+"""SLOs in tests: the `slo` marker, --pgha-slo / ini `pgha_slo`, and the `pgha_slo`
+fixture for checks written in code."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+
+from pytest_pgha import config as pgha_config
+from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.report import session
+from pytest_pgha.report.summary import SummaryEntry
+from pytest_pgha.slo.expressions import (
+    SloBound,
+    merge_bounds,
+    parse_comparison,
+    parse_lines,
+    parse_marker,
+)
+from pytest_pgha.slo.judge import Metrics, SloResult, SloViolation, judge
+
+
+def bounds_for(item: pytest.Item, applies_to: frozenset[str] | None = None) -> list[SloBound]:
+    """Marker < ini < command line, for one test. Only bounds on metrics the scenario
+    measures (applies_to) are kept from ini/cli, so a global bound on writes does not
+    fail a restart-window test."""
+    opts = pgha_config.options(item.config)
+    marker = [b for m in reversed(list(item.iter_markers("slo"))) for b in parse_marker(m.kwargs)]
+    ini = parse_lines(opts.slo_ini, source="ini")
+    cli = parse_lines(opts.slo_cli, source="cli")
+    if applies_to is not None:
+        ini = [b for b in ini if b.metric in applies_to]
+        cli = [b for b in cli if b.metric in applies_to]
+    return merge_bounds(marker, ini, cli)
+
+
+def result_dicts(results: list[SloResult]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in results]
+
+
+class SloChecker:
+    """`pgha_slo.check(result.metrics_json(), writes_resume_ms="<= 1500")`"""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self.item = item
+        self.results: list[SloResult] = []
+
+    def check(self, metrics: Metrics, **bounds: str) -> list[SloResult]:
+        parsed = [parse_comparison(name, expr, source="code") for name, expr in bounds.items()]
+        results = judge(metrics, parsed)
+        self.results.extend(results)
+        if not all(r.passed for r in results):
+            raise SloViolation(results)
+        return results
+
+
+@pytest.fixture
+def pgha_slo(request: pytest.FixtureRequest) -> Generator[SloChecker, None, None]:
+    """Check SLO bounds from code; results go to the run summary like marker ones."""
+    checker = SloChecker(request.node)
+    yield checker
+    if checker.results:
+        session.add_entry(
+            request.config,
+            SummaryEntry(
+                request.node.nodeid, {}, result_dicts(checker.results), {"source": "code"}
+            ),
+        )
+
+
+def validate_options(config: pytest.Config) -> None:
+    """Malformed --pgha-slo / ini pgha_slo bounds are usage errors, found at start."""
+    opts = pgha_config.options(config)
+    parse_lines(opts.slo_ini, source="ini")
+    parse_lines(opts.slo_cli, source="cli")
+
+
+def validate_marker(item: pytest.Item) -> str | None:
+    """An error message for a malformed slo marker, found at collection."""
+    try:
+        for marker in item.iter_markers("slo"):
+            parse_marker(marker.kwargs)
+    except PghaConfigError as error:
+        return f"{item.nodeid}: {error}"
+    return None
