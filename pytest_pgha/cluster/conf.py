@@ -26,6 +26,9 @@ BASE_SETTINGS: dict[str, str] = {
     "fsync": "off",
     "full_page_writes": "on",
     "min_wal_size": "32MB",
+    # A failed primary rejoins from where the timelines forked: keep that WAL around
+    # (its slot is only created when it rejoins). Patroni-managed clusters do the same.
+    "wal_keep_size": "64MB",
     "max_wal_size": "256MB",
     "checkpoint_timeout": "30min",
     "password_encryption": "'scram-sha-256'",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import signal
 import time
@@ -17,7 +15,6 @@ import psycopg
 from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.lsn import lsn_to_int
-from pytest_pgha.cluster.postmaster import kill_group_and_wait
 from pytest_pgha.cluster.template import (
     Credentials,
     base_env,
@@ -28,6 +25,7 @@ from pytest_pgha.cluster.template import (
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.process import ManagedProcess
+from pytest_pgha.sandbox.pstree import kill_inside, signal_inside, signal_tree
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 # Names a test can pass to Node.signal(): what a fault injector thinks in.
@@ -144,7 +142,7 @@ class Node:
         if self._process is not None:
             # A crashed postmaster leaves backends behind for a moment; they would keep
             # the old shared memory busy and the new postmaster would refuse to start.
-            kill_group_and_wait(self._process.pid)
+            kill_inside(self.datadir)
             self._process.forget()
         self._process = ManagedProcess(
             [self.binaries.program("postgres"), "-D", str(self.datadir)],
@@ -173,7 +171,8 @@ class Node:
         if self._process is None:
             return
         # A frozen postmaster would only see the shutdown signal after the timeout.
-        self._signal_group(signal.SIGCONT)
+        if self.running():
+            signal_tree(self._process.pid, signal.SIGCONT)
         self._process.stop(STOP_SIGNALS[mode], timeout=timeout)
 
     def restart(self, mode: str = "fast") -> None:
@@ -182,20 +181,22 @@ class Node:
 
     def signal(self, signum: int | str, *, whole_group: bool = False) -> None:
         """Send a signal (a number or kill/stop/cont/term/int/quit/hup) to the postmaster,
-        or to every process of the node, as a frozen or lost host would see it."""
+        or with whole_group to every process of the node (postmaster first), as a
+        frozen or lost host would see it."""
         number = _signal_number(signum)
         if self._process is None or self.pid is None:
             raise ClusterError(f"{self.name} is not running; cannot send it {signum!r}")
         if whole_group:
-            os.killpg(self._process.pid, number)
+            signal_tree(self._process.pid, number)
         else:
             self._process.send_signal(number)
 
-    def _signal_group(self, signum: int) -> None:
-        """Best effort: the group may be gone, or hold only orphaned backends."""
+    def _thaw_all(self) -> None:
+        """SIGCONT whatever of the node is left, orphaned backends of a dead postmaster
+        included: stopped processes would ignore the shutdown."""
         if self._process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signum)
+            signal_tree(self._process.pid, signal.SIGCONT)
+            signal_inside(self.datadir, signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL the postmaster: to PostgreSQL, a power loss."""
@@ -213,9 +214,9 @@ class Node:
         """Immediate shutdown whatever the state (frozen, killed, half started)."""
         if self._process is None:
             return
-        self._signal_group(signal.SIGCONT)
+        self._thaw_all()
         self._process.stop(signal.SIGQUIT, timeout=10)
-        kill_group_and_wait(self._process.pid)
+        kill_inside(self.datadir)
 
     # -- state ---------------------------------------------------------------------
     def is_in_recovery(self) -> bool:
@@ -293,7 +294,8 @@ class Node:
         if self.running():
             self.stop("fast")
         if self._process is not None:
-            kill_group_and_wait(self._process.pid)
+            self._thaw_all()
+            kill_inside(self.datadir)  # orphans of a crash would hold the data directory
         output = ""
         if rewind:
             # pg_rewind before 16 reads the source's timeline from its control file,

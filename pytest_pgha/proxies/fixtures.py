@@ -3,13 +3,20 @@ and `pgha_proxy`, the real proxy in front of the test's cluster."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 from pytest_pgha.cluster.cluster import Cluster
-from pytest_pgha.errors import PghaError
+from pytest_pgha.errors import PghaConfigError, PghaError
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.proxies.registry import adapter
 from pytest_pgha.sandbox.context import SandboxContext
@@ -25,11 +32,30 @@ def pgha_proxy_kind(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", DEFAULT_KIND))
 
 
+def project_overrides(config: pytest.Config, kind: str) -> dict[str, str]:
+    """The [options] of fixtures/proxies/<kind>.toml under the rootdir, if any."""
+    path = Path(config.rootpath) / "fixtures" / "proxies" / f"{kind}.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise PghaConfigError(f"{path}: not valid TOML ({error}); fix the file") from None
+    options = data.get("options", {})
+    if not isinstance(options, dict):
+        raise PghaConfigError(f"{path}: [options] must be a table of name = \"value\"")
+    return {str(k): str(v) for k, v in options.items()}
+
+
 def start_proxy(
     request: pytest.FixtureRequest, cluster: Cluster, sandbox: SandboxContext, kind: str
 ) -> Generator[Proxy, None, None]:
     marker = request.node.get_closest_marker("pgha_proxy")
     options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    try:
+        from_file = project_overrides(request.config, kind)
+    except PghaError as error:
+        pytest.fail(str(error), pytrace=False)
     try:
         cls = adapter(kind)
     except KeyError as error:
@@ -44,7 +70,7 @@ def start_proxy(
             "drop monitor=True to rewire it explicitly",
             pytrace=False,
         )
-    extra = {k: str(v) for k, v in dict(options.pop("options", {})).items()}
+    extra = {**from_file, **{k: str(v) for k, v in dict(options.pop("options", {})).items()}}
     if options:
         pytest.fail(
             f"pgha_proxy marker: unknown option(s) {sorted(options)}; use monitor= "

@@ -50,11 +50,6 @@ class PgBouncerProxy(Proxy):
             "[databases]",
             f"{s.database} = host={writer.host} port={writer.port} dbname={s.database}",
         ]
-        if s.read_port is not None and s.replicas:
-            replica = s.replicas[0]
-            lines.append(
-                f"{s.database}_ro = host={replica.host} port={replica.port} dbname={s.database}"
-            )
         lines += [
             "",
             "[pgbouncer]",
@@ -98,12 +93,6 @@ class PgBouncerProxy(Proxy):
             if console is not None:
                 console.close()
         super().stop()
-
-    @property
-    def ro_dsn(self) -> str | None:
-        if self.settings.read_port is None or not self.settings.replicas:
-            return None
-        return self.dsn(self.settings.listen_port, dbname=f"{self.settings.database}_ro")
 
     def rewire(self, new_primary: str) -> None:
         """Rewrite [databases] and switch atomically: clients queue while paused. A

@@ -22,14 +22,13 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 import psycopg
 
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.admin import AdminConsole
-from pytest_pgha.proxies.base import Proxy, ProxySettings, find_program
+from pytest_pgha.proxies.base import Proxy, ProxySettings, find_program, wait_listening
 from pytest_pgha.report.samples import UNKNOWN, WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
@@ -47,9 +46,14 @@ ADMIN_USER = "admin"
 # sockaddr_un.sun_path holds 108 bytes with the terminating NUL (pgpool_main.c checks it).
 SUN_PATH_MAX = 107
 PCP_TIMEOUT_S = 5.0
-REWIRE_TIMEOUT_S = 15.0
-# The sampler's probe: a dead or failing-over Pgpool must not stall it for long.
+# After a detach, Pgpool asks the nodes pg_is_in_recovery() once a second: a node
+# promoted before rewire() is found in the first or second round.
+SEARCH_WAIT_S = 2.5
+# The sampler: libpq's smallest connect_timeout, a pause between reconnects, and a
+# bound on the PCP fallback.
 PROBE_CONNECT_TIMEOUT_S = 2
+SQL_RETRY_S = 1.0
+PCP_SAMPLE_TIMEOUT_S = 1.0
 
 # Failover-friendly values (docs: runtime-config-*.html); each can be overridden through
 # ProxySettings.options, with values written as pgpool.conf wants them.
@@ -120,6 +124,7 @@ class PgpoolProxy(Proxy):
     def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
         super().__init__(settings, context, binary)
         self._sampler: AdminConsole | None = None
+        self._sql_retry_at = 0.0
 
     # -- configuration -------------------------------------------------------------------
     def render(self) -> dict[str, str]:
@@ -237,6 +242,9 @@ class PgpoolProxy(Proxy):
 
     # -- life cycle -------------------------------------------------------------------
     def after_start(self) -> None:
+        # PCP starts after the client port: rewire() right after start needs it.
+        if self.process is not None:
+            wait_listening(self.settings.admin_port, self.process)
         self._sampler = AdminConsole(self._monitor_dsn())
 
     def stop(self) -> None:
@@ -287,27 +295,43 @@ class PgpoolProxy(Proxy):
             )
         return done.stdout
 
-    def nodes(self) -> list[PoolNode]:
+    def nodes(self, timeout: float = PCP_TIMEOUT_S) -> list[PoolNode]:
         """Every node as Pgpool sees it (pcp_node_info -a; -v names the fields)."""
-        return [
-            _parse_node_info(index, block)
-            for index, block in enumerate(_blocks(self.pcp("pcp_node_info", "-a", "-v")))
-        ]
+        return parse_node_info(self.pcp("pcp_node_info", "-a", "-v", timeout=timeout))
 
     # -- failover ------------------------------------------------------------------------
     def rewire(self, new_primary: str) -> None:
-        """Make Pgpool write to new_primary, already promoted by the HA manager."""
+        """Make Pgpool write to new_primary, which the HA manager already promoted.
+
+        pcp_detach_node on the old primary is a failover: Pgpool marks it down and asks
+        the other nodes pg_is_in_recovery() (retrying once a second), so it takes the
+        promoted node as primary and keeps the other standbys for reads. Only if
+        Pgpool has no primary at all (its search gave up) is pcp_promote_node used:
+        it also marks every other standby down (docs: pcp_promote_node)."""
         target = self._node_id(new_primary)
-        deadline = time.monotonic() + REWIRE_TIMEOUT_S
-        nodes = self._nodes_until(deadline)
-        if nodes[target].role == "primary" and nodes[target].attached:
-            return
-        for node in nodes:
-            if node.role == "primary" and node.attached and node.node_id != target:
-                # A failover: Pgpool marks it down, asks every other node
-                # pg_is_in_recovery() and takes the promoted one as primary.
-                self.pcp("pcp_detach_node", "-n", str(node.node_id))
-        self._wait_primary(target, deadline)
+        nodes = self._nodes_until(time.monotonic() + PCP_TIMEOUT_S)
+        if not _is_primary(nodes, target):
+            stale = [n for n in nodes if n.role == "primary" and n.node_id != target]
+            for node in stale:
+                if node.attached:
+                    self.pcp("pcp_detach_node", "-n", str(node.node_id))
+            if not self._wait_primary(target, SEARCH_WAIT_S):
+                self._promote(target)
+        self.settings = self.settings.with_primary(new_primary)
+
+    def _promote(self, target: int) -> None:
+        nodes = self._nodes_until(time.monotonic() + PCP_TIMEOUT_S)
+        if any(n.role == "primary" for n in nodes):
+            raise ProxyError(f"pgpool keeps another primary than node {target}: {nodes}")
+        try:
+            self.pcp("pcp_promote_node", "-n", str(target))
+        except ProxyError:
+            # A search that was still running may have found it meanwhile: Pgpool then
+            # refuses to promote a node that is already its primary.
+            if not _is_primary(self.nodes(), target):
+                raise
+        if not self._wait_primary(target, SEARCH_WAIT_S):
+            raise ProxyError(f"pgpool did not take node {target} as primary: {self.nodes()}")
 
     def _node_id(self, name: str) -> int:
         for index, backend in enumerate(self.settings.backends):
@@ -316,8 +340,8 @@ class PgpoolProxy(Proxy):
         raise ProxyError(f"no backend {name!r} in {[b.name for b in self.settings.backends]}")
 
     def _nodes_until(self, deadline: float) -> list[PoolNode]:
-        # PCP restarts for about a second after each failover (pgpool_main.c sleeps
-        # 1 s before it restarts the PCP child): retry until the deadline.
+        # PCP is restarted about a second after each failover (pgpool_main.c sleeps
+        # 1 s, then restarts the PCP child): retry through that gap.
         while True:
             try:
                 return self.nodes()
@@ -326,37 +350,62 @@ class PgpoolProxy(Proxy):
                     raise
                 time.sleep(0.05)
 
-    def _wait_primary(self, target: int, deadline: float) -> None:
-        nodes: list[PoolNode] = []
+    def _wait_primary(self, target: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            nodes = self._nodes_until(deadline)
-            if nodes[target].role == "primary" and nodes[target].attached:
-                self.settings = self.settings.with_primary(self.settings.backends[target].name)
-                return
+            if _is_primary(self._nodes_until(deadline + PCP_TIMEOUT_S), target):
+                return True
             time.sleep(0.02)
-        raise ProxyError(
-            f"pgpool did not take node {target} as primary within "
-            f"{REWIRE_TIMEOUT_S:.0f}s; its nodes: {nodes}"
-        )
+        return False
 
+    # -- sampling ------------------------------------------------------------------------
     def sample(self) -> ProxySample:
-        """The primary row of SHOW POOL_BACKEND_STATS: the same node id, host, port,
-        status and role columns as SHOW POOL_NODES (docs: SHOW POOL_BACKEND_STATS),
-        read from shared memory. SHOW POOL_NODES also opens a connection to every
-        node for pg_status/pg_role (pool_process_reporting.c), too slow for a probe."""
-        if self._sampler is None:
-            return self.failed_sample()
+        """The writer as Pgpool sees it: SQL on a kept-open session when it works, else
+        pcp_node_info (a session cannot be opened while the primary Pgpool still
+        uses is dead and not detached: the explicit path's window before rewire)."""
+        if self._sampler is not None and time.monotonic() >= self._sql_retry_at:
+            try:
+                return self._sample_sql(self._sampler)
+            except (psycopg.Error, ProxyError):
+                # Reconnecting can block for connect_timeout while Pgpool restarts its
+                # children: try again in a second, PCP meanwhile.
+                self._sql_retry_at = time.monotonic() + SQL_RETRY_S
         try:
-            rows = self._sampler.query("SHOW POOL_BACKEND_STATS")
-        except (psycopg.Error, ProxyError):
+            return self._sample_pcp()
+        except ProxyError:
             return self.failed_sample()
+
+    def _sample_sql(self, console: AdminConsole) -> ProxySample:
+        # SHOW POOL_BACKEND_STATS has SHOW POOL_NODES' node id, host, port, status and
+        # role columns (docs: SHOW POOL_BACKEND_STATS), all from shared memory; SHOW
+        # POOL_NODES may also open a connection to each node for pg_role per call
+        # (db_node_role() in pool_process_reporting.c).
+        rows = console.query("SHOW POOL_BACKEND_STATS")
+        processes = console.query("SHOW POOL_PROCESSES")
+        # Pgpool pools per session: a child with an app client holds a connection to
+        # the primary for as long as the client stays.
+        in_use = sum(
+            1
+            for p in processes
+            if p.get("username") == self.settings.app_user
+            and p.get("status") not in (None, "", "Wait for connection")
+        )
         primary = next((r for r in rows if r.get("role") == "primary"), None)
         if primary is None:
-            return ProxySample(now_epoch_us(), None, WRITER_DOWN, UNKNOWN)
-        state = WRITER_UP if primary.get("status") in ("up", "waiting") else WRITER_DOWN
+            return ProxySample(now_epoch_us(), None, WRITER_DOWN, in_use)
         return ProxySample(
-            now_epoch_us(), f"{primary.get('hostname')}:{primary.get('port')}", state, UNKNOWN
+            now_epoch_us(),
+            f"{primary.get('hostname')}:{primary.get('port')}",
+            _writer_state(primary.get("status")),
+            in_use,
         )
+
+    def _sample_pcp(self) -> ProxySample:
+        nodes = self.nodes(timeout=PCP_SAMPLE_TIMEOUT_S)
+        primary = next((n for n in nodes if n.role == "primary"), None)
+        if primary is None:
+            return ProxySample(now_epoch_us(), None, WRITER_DOWN, UNKNOWN)
+        return ProxySample(now_epoch_us(), primary.address, _writer_state(primary.status), UNKNOWN)
 
 
 def _quote(value: str) -> str:
@@ -372,12 +421,26 @@ def _md5(password: str) -> str:
     return hashlib.md5(password.encode()).hexdigest()
 
 
+def _is_primary(nodes: list[PoolNode], node_id: int) -> bool:
+    return nodes[node_id].role == "primary" and nodes[node_id].attached
+
+
+def _writer_state(status: str | None) -> int:
+    # "waiting": attached, no client used it yet (docs: pcp_node_info).
+    return WRITER_UP if status in ("up", "waiting") else WRITER_DOWN
+
+
 def _pcppass(value: str) -> str:
     return value.replace("\\", "\\\\").replace(":", "\\:")
 
 
+def parse_node_info(text: str) -> list[PoolNode]:
+    """pcp_node_info -a -v: "Field : value" lines (pcp_frontend_client.c pads the field
+    names), a blank line after each node, nodes in id order."""
+    return [_node(index, block) for index, block in enumerate(_blocks(text))]
+
+
 def _blocks(text: str) -> list[dict[str, str]]:
-    """pcp_node_info -v output: 'Field : value' lines, a blank line between nodes."""
     blocks: list[dict[str, str]] = []
     current: dict[str, str] = {}
     for line in [*text.splitlines(), ""]:
@@ -391,7 +454,7 @@ def _blocks(text: str) -> list[dict[str, str]]:
     return blocks
 
 
-def _parse_node_info(index: int, fields: dict[str, str]) -> PoolNode:
+def _node(index: int, fields: dict[str, str]) -> PoolNode:
     return PoolNode(
         index,
         fields.get("Hostname", ""),
@@ -399,7 +462,3 @@ def _parse_node_info(index: int, fields: dict[str, str]) -> PoolNode:
         fields.get("Status Name", ""),
         fields.get("Role", ""),
     )
-
-
-def pcppass_path(workdir: Path) -> Path:
-    return workdir / PCPPASS_FILE

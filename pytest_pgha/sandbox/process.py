@@ -10,6 +10,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import psutil
+
+from pytest_pgha.sandbox.pstree import kill_tree, process_tree
 from pytest_pgha.sandbox.registry import Registry, kill_process_group
 from pytest_pgha.sandbox.runas import Identity
 
@@ -39,7 +42,7 @@ class ManagedProcess:
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             # A new session: Ctrl-C in the terminal reaches pytest, which stops us in
-            # order, and killpg() reaches every child (postgres backends included).
+            # order. (PostgreSQL's children make sessions of their own: see pstree.)
             self._popen = subprocess.Popen(  # type: ignore[call-overload]
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -77,16 +80,18 @@ class ManagedProcess:
             return None
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        """Ask politely, then SIGKILL the whole group; always unregister."""
+        """Ask politely, then SIGKILL the leader and its descendants; always unregister."""
         if self._popen is not None:
             if self.running():
                 self.send_signal(signum)
                 if self.wait(timeout) is None:
-                    kill_process_group(self.pid)
+                    kill_tree(self.pid)  # before the leader dies: then they are orphans
                     self.wait(5.0)
-            # Children may outlive a SIGKILLed leader (postgres backends do, briefly).
             kill_process_group(self.pid)
         self.forget()
+
+    def descendants(self) -> list[psutil.Process]:
+        return process_tree(self.pid)[1:] if self.running() else []
 
     def kill(self) -> None:
         """SIGKILL the leader only, as a crash would: its children notice by themselves."""

@@ -12,12 +12,13 @@ import json
 import os
 import shutil
 import signal
-import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
+
+from pytest_pgha.sandbox.pstree import kill_inside, kill_tree
 
 
 def _start_time(pid: int) -> float | None:
@@ -123,14 +124,14 @@ class Registry:
 
 def _reap_entry(entry: Entry, report: ReapReport) -> None:
     if entry.kind == "process" and entry.process_alive():
-        kill_process_group(entry.pid)
-        _wait_group_gone(entry.pid)
+        # The tree while the leader lives: a dead postmaster's children are orphans.
+        kill_tree(entry.pid)
         report.processes += 1
     elif entry.kind == "directory" and os.path.exists(entry.path):
-        # A process started just before its owner was killed may not be registered yet;
-        # it still works inside the directory. Files it is creating while rmtree runs
-        # would leave the directory behind, so it dies first.
-        report.processes += kill_processes_inside(Path(entry.path))
+        # Orphaned children, and a process started just before its owner was killed
+        # (not registered yet), still work inside the directory. Files they create
+        # while rmtree runs would leave the directory behind, so they die first.
+        report.processes += kill_inside(Path(entry.path))
         shutil.rmtree(entry.path, ignore_errors=True)
         report.directories += 1
 
@@ -141,39 +142,3 @@ def kill_process_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
-
-
-def _wait_group_gone(pgid: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.01)
-
-
-def processes_inside(directory: Path) -> list[psutil.Process]:
-    """Live processes whose working directory or command line lies under directory
-    (a postmaster runs in its data directory, and so do all its children)."""
-    root = str(directory.resolve())
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
-        if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        try:
-            paths = [proc.cwd(), *(proc.info["cmdline"] or [])]
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if any(p == root or p.startswith(root + os.sep) for p in paths):
-            found.append(proc)
-    return found
-
-
-def kill_processes_inside(directory: Path) -> int:
-    victims = processes_inside(directory)
-    for proc in victims:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc.kill()
-    psutil.wait_procs(victims, timeout=10)
-    return len(victims)

@@ -1,0 +1,49 @@
+"""Unplanned loss of the primary under load, for every proxy kind: the failover lab's
+experiment (SIGKILL of the postmaster, scripted detect / promote / rewire) as a test.
+
+Default SLOs: writes resume within the detection delay plus ~1 s for promote + rewire
++ reconnect (the lab measured ~200 ms for those on an idle machine; the budget leaves
+room for a loaded CI runner and HAProxy's connect-retry turn-around); no worker is
+lost; at most one in-flight error per worker (retries of a fail-fast proxy during the
+outage are counted apart, as retry_errors).
+"""
+
+import pytest
+
+DETECTION = [
+    pytest.param({"detect_delay_s": 1.0}, id="detect-1s",
+                 marks=pytest.mark.slo(writes_resume_ms="<= 2200", detect_ms=">= 1000")),
+    pytest.param({"detect_delay_s": 0.0}, id="detect-0s",
+                 marks=pytest.mark.slo(writes_resume_ms="<= 1500")),
+    pytest.param({"probe_interval_s": 0.2}, id="probe-200ms",
+                 marks=pytest.mark.slo(writes_resume_ms="<= 1800")),
+]
+
+
+@pytest.mark.slo(in_flight_errors="<= workers", workers_lost="== 0")
+@pytest.mark.parametrize("detection", DETECTION)
+def test_unplanned_primary_loss(pgha_failover, pgha_cluster, trial, detection):
+    result = pgha_failover.failover(fault="kill_primary", **detection, **trial)
+
+    topology = pgha_cluster.topology()
+    assert topology.primary == result.new_primary
+    assert topology.timeline == 2
+    # The remaining standby follows the new primary on its timeline.
+    assert len(topology.streaming()) == 1
+    metrics = result.metrics
+    assert metrics.total_ok_pre_inject > 0 and metrics.ok_post_inject > 0
+    # The client-side stall and the server's commit timestamps tell the same story.
+    assert result.server_write_gap_ms is not None
+    assert abs(result.server_write_gap_ms - metrics.writes_resume_ms) <= 400
+
+
+@pytest.mark.slo(writes_resume_ms="<= 1500", workers_lost="== 0")
+def test_planned_switchover(pgha_failover, pgha_cluster, trial):
+    old_primary = pgha_cluster.primary
+    result = pgha_failover.failover(fault="stop_primary", **trial)
+
+    # The old primary comes back as a standby of the new one (pg_rewind if needed).
+    new_primary = pgha_cluster.node(result.new_primary)
+    old_primary.rejoin(new_primary)
+    pgha_cluster.wait_streaming([old_primary])
+    assert pgha_cluster.topology().primary == new_primary.name

@@ -1,0 +1,24 @@
+"""Losing a replica (reads keep working, writes do not notice) and losing the proxy
+itself (the restart window, measured as ProxySQL's "faster restart" article does)."""
+
+import pytest
+
+
+@pytest.mark.slo(error_count_post_inject="== 0", reads_resume_ms="<= 1500")
+def test_replica_loss(pgha_failover, pgha_proxy, trial):
+    if pgha_proxy.ro_dsn is None:
+        pytest.skip(f"{pgha_proxy.kind} has no read path in this configuration")
+    result = pgha_failover.replica_loss(rate=trial["rate"], warmup_s=trial["warmup_s"],
+                                        settle_s=trial["settle_s"])
+    assert result.reads.ok_post_inject > 0
+    assert result.writes.workers_lost == 0
+
+
+@pytest.mark.slo(unavailable_ms="<= 1500")
+def test_proxy_crash_restart_window(pgha_failover, pgha_proxy):
+    if pgha_proxy.kind == "direct":
+        pytest.skip("the direct baseline has no proxy to crash")
+    result = pgha_failover.restart_window(interval_s=0.002, before_s=0.5, after_s=1.0)
+    report = result.report
+    assert report.failed > 0, "the prober never noticed the crash"
+    assert report.ok > 0 and report.unavailable_ms is not None
