@@ -1,0 +1,43 @@
+"""The `pgha` command: `pgha doctor` and `pgha cleanup`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_pgha import doctor
+from pytest_pgha.sandbox.context import default_base_dir, reap_orphans
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pgha", description="pytest-pgha's helper commands")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("doctor", help="list the stack components found and how to install "
+                                       "the missing ones")
+    cleanup = commands.add_parser("cleanup", help="stop processes and remove directories that "
+                                                  "killed runs left behind")
+    cleanup.add_argument("--basedir", type=Path, default=None,
+                         help="sandbox base directory (default: $PGHA_BASEDIR, /dev/shm/pgha)")
+    cleanup.add_argument("--all", action="store_true",
+                         help="also what live runs own (stop every pytest-pgha sandbox)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "doctor":
+        text, code = doctor.report(doctor.findings())
+        print(text)
+        return code
+    base = args.basedir or default_base_dir()
+    if not base.exists():
+        print(f"nothing to clean: {base} does not exist")
+        return 0
+    print(f"{base}: {reap_orphans(base, everything=args.all)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
