@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -24,6 +24,7 @@ def pgha_sandbox(request: pytest.FixtureRequest) -> SandboxContext:
 
 
 RUN_ID_KEY = pytest.StashKey[str]()
+T = TypeVar("T")
 
 
 def resolve_binaries(
@@ -42,10 +43,7 @@ def resolve_binaries(
 @pytest.fixture(scope="session")
 def pgha_binaries(request: pytest.FixtureRequest, pgha_sandbox: SandboxContext) -> PgBinaries:
     """The PostgreSQL binaries of this run (see README for the discovery order)."""
-    try:
-        return resolve_binaries(request, pgha_sandbox, None)
-    except PghaError as error:
-        pytest.fail(str(error), pytrace=False)
+    return _or_fail(lambda: resolve_binaries(request, pgha_sandbox, None))
 
 
 def start_cluster(
@@ -62,6 +60,17 @@ def start_cluster(
         cluster.stop()
         if not pgha_config.options(request.config).keep:
             cluster.remove()
+
+
+def _or_fail(action: Callable[[], T]) -> T:
+    """action(), or a test failure showing just the message of a PghaError: it names
+    the option and the fix, and a traceback from inside the plugin would only hide it."""
+    try:
+        return action()
+    except PghaError as error:
+        message = str(error)
+    # Outside the except block: no "During handling of the above exception" echo.
+    pytest.fail(message, pytrace=False)
 
 
 FACTORY_OPTIONS = (
@@ -143,16 +152,9 @@ def pgha_cluster_factory(
 
     @pytest.fixture(scope=scope)
     def cluster_fixture(request: pytest.FixtureRequest) -> Generator[Cluster, None, None]:
-        try:
-            cluster_gen = _open_cluster(request, marker_options(request, defaults))
-            cluster = next(cluster_gen)
-        except PghaError as error:
-            pytest.fail(str(error), pytrace=False)
-        yield cluster
-        try:
-            next(cluster_gen, None)
-        except PghaError as error:
-            pytest.fail(f"stopping the cluster: {error}", pytrace=False)
+        cluster_gen = _or_fail(lambda: _open_cluster(request, marker_options(request, defaults)))
+        yield _or_fail(lambda: next(cluster_gen))
+        _or_fail(lambda: next(cluster_gen, None))
 
     return cluster_fixture
 

@@ -26,7 +26,7 @@ DEFAULTS = {
     "default_pool_size": "20",
     "max_client_conn": "500",
 }
-PAUSE_TIMEOUT_S = 2.0
+PAUSE_TIMEOUT_S = 0.5
 
 
 class PgBouncerProxy(Proxy):

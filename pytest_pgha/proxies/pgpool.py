@@ -5,7 +5,10 @@ Pgpool promotes nothing here (the harness's HA manager does); it only detaches a
 and then looks for the primary itself, asking every live node pg_is_in_recovery()
 (find_primary_node() in src/main/pgpool_main.c; docs: pcp_node_info, "actual backend
 role (taken from pg_is_in_recovery)"; sr_check_user "is used ... for the
-identification of the primary server"). Two paths:
+identification of the primary server"). It searches only inside a failover (a node
+detached, attached or promoted through it): a promotion alone goes unnoticed, and a
+search that outlasts search_primary_node_timeout leaves it without a primary for good.
+Two paths:
 
 - explicit (settings.monitor False): health check and failover on backend errors are
   off, so Pgpool never detaches by itself; rewire() detaches the old primary with
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -251,7 +255,10 @@ class PgpoolProxy(Proxy):
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None
-        super().stop()
+        if self.process is not None:
+            # SIGTERM is Pgpool's smart shutdown, which waits for every client to leave;
+            # SIGINT is the fast one (main.c, -m fast).
+            self.process.stop(signal.SIGINT, timeout=10)
 
     @property
     def ro_dsn(self) -> str | None:

@@ -35,6 +35,9 @@ class TrialPlan:
     settle_s: float = 2.0
     bucket_ms: int = 100
     failover_timeout_s: float = 60.0
+    # The workload's client-side statement timeout: what unblocks a worker stuck on a
+    # frozen server (the kernel keeps ACKing, so TCP never fails by itself).
+    statement_timeout_s: float | None = 5.0
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:

@@ -47,3 +47,18 @@ def test_planned_switchover(pgha_failover, pgha_cluster, trial):
     old_primary.rejoin(new_primary)
     pgha_cluster.wait_streaming([old_primary])
     assert pgha_cluster.topology().primary == new_primary.name
+
+
+@pytest.mark.slo(writes_resume_ms="<= 5500", workers_lost="== 0")
+def test_frozen_primary(pgha_failover, pgha_cluster, trial):
+    """SIGSTOP of every process of the primary: a hung host. Its kernel still accepts
+    and ACKs, so only timeouts notice: the HA manager's probe (an SSLRequest that gets
+    no answer) and the application's 1 s statement timeout. The bound is what the
+    direct baseline needs: libpq tries the frozen first host for connect_timeout (3 s)
+    on every reconnect before it moves on; proxies that were rewired do better."""
+    frozen = pgha_cluster.primary
+    result = pgha_failover.failover(fault="freeze_primary", probe_interval_s=0.2,
+                                    statement_timeout_s=1.0,
+                                    **{**trial, "settle_s": 4.5})
+    assert result.new_primary != frozen.name
+    assert pgha_cluster.topology().in_recovery[result.new_primary] is False

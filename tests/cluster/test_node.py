@@ -98,7 +98,7 @@ def test_signal_kill_by_name(pair: Cluster) -> None:
 def test_teardown_after_kill_and_freeze_leaves_nothing(fresh: Cluster) -> None:
     """The fixture's teardown must survive any fault a test leaves behind."""
     primary, frozen, _ = fresh.nodes
-    with primary.connect("app") as session:  # a backend the crash orphans
+    with primary.connect("app"):  # a backend the crash orphans
         primary.freeze()  # ... and freezes: it cannot even notice the crash
         primary.kill()
         frozen.freeze()

@@ -4,6 +4,7 @@ real cluster."""
 
 from __future__ import annotations
 
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,7 +42,7 @@ def test_commit_blocks_while_the_sync_standby_is_stopped(
     waits (Truth 1), yet an asynchronous standby already shows it (Myth 3's side
     effect: async standbys can be ahead of sync ones)."""
     primary, sync, asynchronous = sync_cluster.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     sync.stop("fast")
     pid, future = start_blocking(background, primary, "INSERT INTO t VALUES (1)")
     eventually(lambda: wait_event(primary, pid) == "SyncRep", "the commit to wait")
@@ -60,7 +61,7 @@ def test_cancelled_wait_makes_an_unreplicated_commit_visible(
 ) -> None:
     """Myth 2: a cancelled wait leaves a commit that no standby has, visible."""
     primary, sync, _ = sync_cluster.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     sync.stop("fast")
     pid, future = start_blocking(background, primary, "INSERT INTO t VALUES (2)")
     eventually(lambda: wait_event(primary, pid) == "SyncRep", "the commit to wait")
@@ -73,7 +74,7 @@ def test_cancelled_wait_makes_an_unreplicated_commit_visible(
 def test_synchronous_commit_local_does_not_wait(sync_cluster: Cluster) -> None:
     """Myth 2: synchronous_commit = local, per session, opts out of the guarantee."""
     primary, sync, _ = sync_cluster.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     sync.stop("fast")
     with primary.connect("app") as conn:
         conn.execute("SET synchronous_commit = local")
@@ -85,7 +86,7 @@ def test_first_falls_back_to_the_next_listed_standby(
     fresh: Cluster, background: ThreadPoolExecutor
 ) -> None:
     primary, node1, node2 = fresh.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     topology = fresh.set_synchronous("FIRST 1 (node1, node2)")
     assert topology.standbys["node1"].sync_state == "sync"
     assert topology.standbys["node2"].sync_state == "potential"
@@ -100,7 +101,7 @@ def test_any_quorum_blocks_only_without_a_quorum(
     fresh: Cluster, background: ThreadPoolExecutor
 ) -> None:
     primary, node1, node2 = fresh.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     topology = fresh.set_synchronous("ANY 1 (*)")
     assert topology.synchronous() == ["node1", "node2"]
     assert {s.sync_state for s in topology.standbys.values()} == {"quorum"}
@@ -129,7 +130,7 @@ def test_set_synchronous_returns_once_the_standby_holds_the_insert_lsn(fresh: Cl
 def test_set_synchronous_then_a_stopped_standby_blocks(
     fresh: Cluster, background: ThreadPoolExecutor
 ) -> None:
-    fresh.primary.sql("CREATE TABLE t (id int)")
+    fresh.primary.sql("CREATE TABLE t (id int)", user="app")
     fresh.set_synchronous("FIRST 1 (node2)")
     fresh.node("node2").stop("fast")
     _blocked_insert(fresh, background, 1)
@@ -139,7 +140,7 @@ def test_set_synchronous_off_stops_waiting(
     sync_cluster: Cluster, background: ThreadPoolExecutor
 ) -> None:
     primary, sync, _ = sync_cluster.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     sync.stop("fast")
     pid = _blocked_insert(sync_cluster, background, 1)
     topology = sync_cluster.set_synchronous("off")
@@ -154,7 +155,7 @@ def test_remote_apply_makes_commits_visible_on_the_standby(fresh: Cluster) -> No
     """Myth 3's other half: with remote_apply, a committed row is readable on the
     synchronous standby at once (without it, only eventually)."""
     primary, node1, _ = fresh.nodes
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     fresh.set_synchronous("FIRST 1 (node1)", synchronous_commit="remote_apply")
     assert primary.value("SHOW synchronous_commit") == "remote_apply"
     for value in range(20):
@@ -170,7 +171,7 @@ def test_marker_options_reach_the_cluster(
     primary, node1, _ = fresh.nodes
     assert primary.value("SHOW synchronous_commit") == "remote_write"
     assert fresh.topology().synchronous() == ["node1", "node2"]
-    primary.sql("CREATE TABLE t (id int)")
+    primary.sql("CREATE TABLE t (id int)", user="app")
     node1.stop("fast")  # ANY 2 of 2: one missing is enough to block
     _blocked_insert(fresh, background, 1)
 
@@ -187,7 +188,7 @@ def test_marker_options_reach_the_cluster(
 def test_set_synchronous_rejects_impossible_modes(
     streaming: Cluster, synchronous: str, message: str
 ) -> None:
-    with pytest.raises(PghaConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(PghaConfigError, match=re.escape(message)):
         streaming.set_synchronous(synchronous)
     assert streaming.primary.value("SHOW synchronous_standby_names") == ""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,7 +205,7 @@ def test_options_override_defaults_once() -> None:
 
 
 def test_a_quote_in_a_password_is_refused() -> None:
-    with pytest.raises(ProxyError, match="pgpool.conf"):
+    with pytest.raises(ProxyError, match=r"pgpool\.conf"):
         rendered(monitor_password="it's")
 
 
@@ -321,6 +322,45 @@ def wait_for_writes(dsn: str, timeout: float) -> tuple[float, int]:
     raise AssertionError(f"no write committed through pgpool within {timeout}s: {last}")
 
 
+class Writer:
+    """A client writing in a loop through the proxy, reconnecting after each error, as
+    an application would: it makes Pgpool meet the dead primary at once."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.commits: list[tuple[float, int]] = []  # (monotonic time, server port)
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pgpool-writer", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                port = write(self.dsn)
+                self.commits.append((time.monotonic(), port))
+            except psycopg.Error:
+                self.errors += 1
+                time.sleep(0.01)
+
+    def first_commit_on(self, port: int, after: float, timeout: float) -> float:
+        """When the first write after `after` committed on `port`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hits = [at for at, on in list(self.commits) if at >= after and on == port]
+            if hits:
+                return hits[0]
+            time.sleep(0.01)
+        raise AssertionError(f"no write committed on port {port} within {timeout}s")
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 def wait_for_writer(proxy: PgpoolProxy, node: Node, timeout: float = 5.0) -> None:
     expected = f"127.0.0.1:{node.port}"
     deadline = time.monotonic() + timeout
@@ -362,6 +402,17 @@ def test_sample_is_fast_and_counts_app_sessions(
 
 
 @live
+def test_stop_does_not_wait_for_clients(pgha_cluster: Cluster, start_pgpool: StartPgpool) -> None:
+    proxy = start_pgpool("pgpool-stop", monitor=False)
+    with psycopg.connect(proxy.rw_dsn, autocommit=True) as app:
+        app.execute("SELECT 1")
+        started = time.monotonic()
+        proxy.stop()
+        assert time.monotonic() - started < 5
+    assert proxy.pid is None
+
+
+@live
 def test_explicit_path_rewire_after_promotion(
     pgha_cluster: Cluster, start_pgpool: StartPgpool
 ) -> None:
@@ -377,17 +428,17 @@ def test_explicit_path_rewire_after_promotion(
     # failover_on_backend_error off: the failed session detached nothing.
     assert proxy.nodes()[0] == PoolNode(0, "127.0.0.1", old.port, "up", "primary")
 
-    pgha_cluster.promote(new)
-    promoted = time.monotonic()
-    proxy.rewire("node1")
-    rewired = time.monotonic() - promoted
-    waited, port = wait_for_writes(proxy.rw_dsn, timeout=5)
-    resumed = time.monotonic() - promoted
+    with Writer(proxy.rw_dsn) as writer:
+        pgha_cluster.promote(new)
+        promoted = time.monotonic()
+        proxy.rewire("node1")
+        rewired = time.monotonic()
+        resumed = writer.first_commit_on(new.port, promoted, timeout=5)
     print(
-        f"\npgpool explicit path: rewire() took {rewired * 1000:.0f} ms; writes resumed "
-        f"{resumed * 1000:.0f} ms after the promotion ({waited * 1000:.0f} ms after rewire)"
+        f"\npgpool explicit path: rewire() took {(rewired - promoted) * 1000:.0f} ms; writes "
+        f"resumed {(resumed - promoted) * 1000:.0f} ms after the promotion"
     )
-    assert port == new.port
+    assert write(proxy.rw_dsn) == new.port
     wait_for_writer(proxy, new)
     nodes = proxy.nodes()
     assert [(n.status, n.role) for n in nodes][:2] == [("down", "standby"), ("up", "primary")]
@@ -400,7 +451,35 @@ def test_explicit_path_rewire_after_promotion(
 def test_monitor_path_finds_the_promoted_node_by_itself(
     pgha_cluster: Cluster, start_pgpool: StartPgpool
 ) -> None:
+    """A client meets the dead primary at once (failover_on_backend_error): Pgpool
+    detaches it and asks the others pg_is_in_recovery() once a second until one is
+    the primary. No rewire()."""
     proxy = start_pgpool("pgpool-monitor", monitor=True)
+    prepare(proxy, pgha_cluster)
+    old, new = pgha_cluster.primary, pgha_cluster.node("node1")
+
+    with Writer(proxy.rw_dsn) as writer:
+        old.kill()
+        killed = time.monotonic()
+        pgha_cluster.promote(new)
+        promoted = time.monotonic()
+        resumed = writer.first_commit_on(new.port, promoted, timeout=10)
+    print(
+        f"\npgpool monitor path (writing): promotion took {(promoted - killed) * 1000:.0f} ms;"
+        f" writes resumed {(resumed - promoted) * 1000:.0f} ms after the promotion "
+        f"({(resumed - killed) * 1000:.0f} ms after the kill)"
+    )
+    assert write(proxy.rw_dsn) == new.port
+    wait_for_writer(proxy, new)
+    nodes = proxy.nodes()
+    assert [(n.status, n.role) for n in nodes][:2] == [("down", "standby"), ("up", "primary")]
+    assert nodes[2].attached
+
+
+@live
+def test_monitor_path_health_check_alone(pgha_cluster: Cluster, start_pgpool: StartPgpool) -> None:
+    """No client at all: only the 1 s health check can notice the dead primary."""
+    proxy = start_pgpool("pgpool-health-check", monitor=True)
     prepare(proxy, pgha_cluster)
     old, new = pgha_cluster.primary, pgha_cluster.node("node1")
 
@@ -408,18 +487,25 @@ def test_monitor_path_finds_the_promoted_node_by_itself(
     killed = time.monotonic()
     pgha_cluster.promote(new)
     promoted = time.monotonic()
-    _, port = wait_for_writes(proxy.rw_dsn, timeout=10)
-    resumed = time.monotonic()
+    deadline = promoted + 10
+    while not _is_writer(proxy, 1) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    switched = time.monotonic()
+    assert _is_writer(proxy, 1), proxy.nodes()
     print(
-        f"\npgpool monitor path: promotion took {(promoted - killed) * 1000:.0f} ms; writes "
-        f"resumed {(resumed - promoted) * 1000:.0f} ms after the promotion "
-        f"({(resumed - killed) * 1000:.0f} ms after the kill), no rewire()"
+        f"\npgpool monitor path (idle): promotion took {(promoted - killed) * 1000:.0f} ms;"
+        f" Pgpool switched to node1 {(switched - promoted) * 1000:.0f} ms after the promotion "
+        f"({(switched - killed) * 1000:.0f} ms after the kill)"
     )
-    assert port == new.port
-    wait_for_writer(proxy, new)
-    nodes = proxy.nodes()
-    assert [(n.status, n.role) for n in nodes][:2] == [("down", "standby"), ("up", "primary")]
-    assert nodes[2].attached
+    assert wait_for_writes(proxy.rw_dsn, timeout=5)[1] == new.port
+
+
+def _is_writer(proxy: PgpoolProxy, node_id: int) -> bool:
+    try:
+        nodes = proxy.nodes()
+    except ProxyError:  # PCP restarts a second after each failover
+        return False
+    return nodes[node_id].role == "primary" and nodes[node_id].attached
 
 
 @live
