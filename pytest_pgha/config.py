@@ -77,32 +77,41 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("pgha_proxies", "proxy kinds to run, comma-separated", default=None)
 
 
-def _first(*values: object) -> str | None:
-    return next((str(v) for v in values if v is not None and v != ""), None)
+def _pick(cli: object, cli_name: str, ini: object, ini_name: str) -> tuple[str | None, str]:
+    """The command-line value if given (even an empty one), else the ini value; and
+    the name of where it came from, for error messages."""
+    if cli is not None:
+        return str(cli), cli_name
+    if ini not in (None, ""):
+        return str(ini), ini_name
+    return None, cli_name
 
 
 def resolve(config: pytest.Config) -> PghaOptions:
     option = config.option
-    base_dir = _first(option.pgha_basedir, config.getini("pgha_basedir"))
-    bucket_text = _first(option.pgha_bucket_ms, config.getini("pgha_bucket_ms")) or "100"
+    base_dir, _ = _pick(option.pgha_basedir, "--pgha-basedir", config.getini("pgha_basedir"),
+                        "ini pgha_basedir")
+    bucket_text, bucket_source = _pick(option.pgha_bucket_ms, "--pgha-bucket-ms",
+                                       config.getini("pgha_bucket_ms"), "ini pgha_bucket_ms")
     try:
-        bucket_ms = int(bucket_text)
+        bucket_ms = int(bucket_text or "100")
     except ValueError:
         bucket_ms = -1
     if not 10 <= bucket_ms <= 1000:
         raise PghaConfigError.invalid(
-            "--pgha-bucket-ms", bucket_text, "give a whole number of milliseconds from 10 to 1000"
+            bucket_source, bucket_text, "give a whole number of milliseconds from 10 to 1000"
         )
-    proxies_text = _first(option.pgha_proxies, config.getini("pgha_proxies"))
+    proxies_text, proxies_source = _pick(option.pgha_proxies, "--pgha-proxies",
+                                         config.getini("pgha_proxies"), "ini pgha_proxies")
     proxies = (
         tuple(p.strip() for p in proxies_text.split(",") if p.strip())
-        if proxies_text
+        if proxies_text is not None
         else PROXY_KINDS
     )
     unknown = [p for p in proxies if p not in PROXY_KINDS]
     if unknown or not proxies:
         raise PghaConfigError.invalid(
-            "--pgha-proxies", proxies_text, f"choose among {', '.join(PROXY_KINDS)}"
+            proxies_source, proxies_text, f"choose among {', '.join(PROXY_KINDS)}"
         )
     return PghaOptions(
         pg_bindir_option=option.pgha_pg_bindir,

@@ -26,11 +26,13 @@ from pytest_pgha.report import session as run_summary
 from pytest_pgha.report.summary import (
     format_terminal_summary,
     from_workeroutput,
+    merge_entries,
     to_workeroutput,
     write_summary,
 )
-from pytest_pgha.sandbox.context import reap_orphans
+from pytest_pgha.sandbox.context import check_reachable, reap_orphans
 from pytest_pgha.sandbox.registry import Registry
+from pytest_pgha.sandbox.runas import service_identity
 from pytest_pgha.scenarios.fixtures import pgha_failover, pgha_stack  # noqa: F401
 from pytest_pgha.slo.fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
 
@@ -58,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
         opts = pgha_config.resolve(config)
         config.stash[pgha_config.STASH_KEY] = opts
         validate_options(config)
+        check_reachable(opts.base_dir.resolve(), service_identity())
     except PghaConfigError as error:
         raise pytest.UsageError(str(error)) from None
     if _is_xdist_worker(config):
@@ -83,16 +86,23 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["pgha_run_id"] = node.config.stash[RUN_ID_KEY]
 
 
+def _parametrized_names(metafunc: pytest.Metafunc) -> set[str]:
+    """Argument names the test parametrizes itself (positional or keyword argnames)."""
+    names: set[str] = set()
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        argnames = marker.args[0] if marker.args else marker.kwargs.get("argnames", ())
+        if isinstance(argnames, str):
+            argnames = argnames.split(",")
+        names.update(str(name).strip() for name in argnames)
+    return names
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run every test that uses pgha_proxy_kind once per selected proxy kind, unless
     the test parametrizes it itself or a conftest overrides the fixture."""
     if "pgha_proxy_kind" not in metafunc.fixturenames:
         return
-    if any(
-        "pgha_proxy_kind" in m.args[0]
-        for m in metafunc.definition.iter_markers("parametrize")
-        if m.args
-    ):
+    if "pgha_proxy_kind" in _parametrized_names(metafunc):
         return
     definitions = metafunc._arg2fixturedefs.get("pgha_proxy_kind", ())
     if definitions and definitions[-1].func is not pgha_proxy_kind.__wrapped__:  # type: ignore[attr-defined]
@@ -114,8 +124,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     entries = run_summary.entries(config)
     if _is_xdist_worker(config):
         config.workeroutput[WORKEROUTPUT_KEY] = to_workeroutput(entries)  # type: ignore[attr-defined]
-    elif entries:
-        write_summary(entries, run_summary.summary_path(config))
+    else:
+        # Always written, so the file never shows an earlier run's results.
+        write_summary(merge_entries(entries), run_summary.summary_path(config))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -133,7 +144,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not entries:
         return
     terminalreporter.section("pytest-pgha SLO results")
-    for line in format_terminal_summary(entries):
+    for line in format_terminal_summary(merge_entries(entries)):
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"summary: {run_summary.summary_path(config)}")
 

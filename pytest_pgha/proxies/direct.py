@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import psycopg
 
+from pytest_pgha.ha.probe import postmaster_answers
 from pytest_pgha.proxies.base import Backend, Proxy
 from pytest_pgha.report.samples import ProxySample
 from pytest_pgha.timeline import now_epoch_us
@@ -81,6 +82,9 @@ class DirectProxy(Proxy):
 
     def sample(self) -> ProxySample:
         for backend in self.settings.backends:
+            # A frozen node would hang the query below: ask its postmaster first.
+            if not postmaster_answers(backend.host, backend.port, timeout=0.05):
+                continue
             try:
                 conn = self._probe(backend)
                 row = conn.execute(

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.sandbox.ports import PortPool
 from pytest_pgha.sandbox.registry import ReapReport, Registry
 from pytest_pgha.sandbox.runas import Identity, service_identity
@@ -57,12 +58,27 @@ class SandboxContext:
         raise RuntimeError(f"cannot create a test directory under {parent}")
 
 
+def check_reachable(base_dir: Path, identity: Identity) -> None:
+    """The service user must be able to walk down to the sandboxes."""
+    if not identity.is_switched:
+        return
+    for parent in base_dir.parents:
+        if parent.exists() and not parent.stat().st_mode & 0o001:
+            raise PghaConfigError.invalid(
+                "--pgha-basedir", str(base_dir),
+                f"{parent} is not searchable by others, so the unprivileged user "
+                f"{identity.name!r} that runs PostgreSQL cannot reach it; choose a directory "
+                "under /dev/shm or /tmp (the default is /dev/shm/pgha)")
+
+
 def open_sandbox(base_dir: Path, run_id: str, *, own_run_dir: bool = False) -> SandboxContext:
     """The sandbox of run run_id under base_dir. With own_run_dir, this process
     registers the run directory as its own (a script such as the benchmark): if it is
     killed, the next run or `pgha cleanup` removes it. The pytest plugin's controller
     registers it itself, so that xdist workers do not remove it as they finish."""
     base_dir = base_dir.resolve()
+    identity = service_identity()
+    check_reachable(base_dir, identity)
     base_dir.mkdir(parents=True, exist_ok=True)
     base_dir.chmod(0o755)
     run_dir = base_dir / "runs" / run_id
@@ -74,7 +90,7 @@ def open_sandbox(base_dir: Path, run_id: str, *, own_run_dir: bool = False) -> S
     return SandboxContext(
         base_dir,
         run_dir,
-        service_identity(),
+        identity,
         registry,
         PortPool(base_dir / "ports"),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from pathlib import Path
 
 import psutil
@@ -35,12 +36,24 @@ def signal_tree(pid: int, signum: int) -> None:
 
 
 def kill_all(victims: list[psutil.Process], timeout: float = 10.0) -> int:
-    """SIGKILL victims and wait until they are gone; returns how many there were."""
+    """SIGKILL victims and wait until they are dead; returns how many there were."""
     for proc in victims:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.kill()
-    psutil.wait_procs(victims, timeout=timeout)
+    wait_dead(victims, timeout)
     return len(victims)
+
+
+def wait_dead(procs: list[psutil.Process], timeout: float = 10.0) -> bool:
+    """Wait until every process is gone or a zombie. A zombie holds no file, socket or
+    shared memory, and only its parent (often init, for orphans) can make it go:
+    waiting for that would wait for init's schedule."""
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in procs):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def kill_tree(pid: int, timeout: float = 10.0) -> int:

@@ -74,8 +74,12 @@ def pgha_slo(request: pytest.FixtureRequest) -> Generator[SloChecker, None, None
 def validate_options(config: pytest.Config) -> None:
     """Malformed --pgha-slo / ini pgha_slo bounds are usage errors, found at start."""
     opts = pgha_config.options(config)
-    parse_lines(opts.slo_ini, source="ini")
-    parse_lines(opts.slo_cli, source="cli")
+    for where, lines, source in (("ini pgha_slo", opts.slo_ini, "ini"),
+                                 ("--pgha-slo", opts.slo_cli, "cli")):
+        try:
+            parse_lines(lines, source=source)  # type: ignore[arg-type]
+        except PghaConfigError as error:
+            raise PghaConfigError(f"{where}: {error}") from None
 
 
 def validate_marker(item: pytest.Item) -> str | None:

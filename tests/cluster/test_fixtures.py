@@ -13,7 +13,7 @@ from cluster_helpers import inner_bindir
 from pytest_pgha.cluster.binaries import REQUIRED_PROGRAMS
 from pytest_pgha.sandbox.pstree import processes_inside
 
-USES_CLUSTERS = '''
+USES_CLUSTERS = """
 import pytest
 from pytest_pgha.cluster.fixtures import pgha_cluster_factory
 
@@ -41,9 +41,9 @@ def test_sandbox_and_binaries(pgha_sandbox, pgha_binaries, pgha_cluster):
     assert pgha_cluster.workdir.is_relative_to(pgha_sandbox.run_dir)
     assert pgha_cluster.binaries == pgha_binaries
     assert len(pgha_cluster.replicas) == 2
-'''
+"""
 
-BAD_OPTIONS = '''
+BAD_OPTIONS = """
 import pytest
 from pytest_pgha.cluster.fixtures import pgha_cluster_factory
 
@@ -67,7 +67,7 @@ def test_bad_level(bad_level): pass
 
 @pytest.mark.pgha_cluster(replica=3)
 def test_bad_marker(pgha_cluster): pass
-'''
+"""
 
 EXPECTED_MESSAGES = [
     "invalid replicas=-1: give a number of streaming replicas from 0 to 8",
@@ -79,8 +79,7 @@ EXPECTED_MESSAGES = [
     "(did you mean shared_bufers -> shared_buffers?)",
     "invalid settings=['port']: the harness sets these itself",
     'invalid value for parameter "shared_buffers": "lots"',
-    "invalid synchronous_commit='sometimes': use one of off, local, remote_write, on,"
-    " remote_apply",
+    "invalid synchronous_commit='sometimes': use one of off, local, remote_write, on, remote_apply",
     "invalid pgha_cluster marker=['replica']: give keyword options only, among replicas,",
 ]
 

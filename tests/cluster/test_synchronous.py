@@ -164,9 +164,7 @@ def test_remote_apply_makes_commits_visible_on_the_standby(fresh: Cluster) -> No
 
 
 @pytest.mark.pgha_cluster(synchronous="ANY 2 (node1, node2)", synchronous_commit="remote_write")
-def test_marker_options_reach_the_cluster(
-    fresh: Cluster, background: ThreadPoolExecutor
-) -> None:
+def test_marker_options_reach_the_cluster(fresh: Cluster, background: ThreadPoolExecutor) -> None:
     """The pgha_cluster marker overrides the factory: quorum of both, remote_write."""
     primary, node1, _ = fresh.nodes
     assert primary.value("SHOW synchronous_commit") == "remote_write"
