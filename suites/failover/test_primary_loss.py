@@ -1,29 +1,31 @@
 """Unplanned loss of the primary under load, for every proxy kind: the failover lab's
 experiment (SIGKILL of the postmaster, scripted detect / promote / rewire) as a test.
 
-Default SLOs: writes resume within the detection delay plus ~1 s for promote + rewire
-+ reconnect (the lab measured ~200 ms for those on an idle machine; the budget leaves
-room for a loaded CI runner and HAProxy's connect-retry turn-around); no worker is
-lost; at most one in-flight error per worker (retries of a fail-fast proxy during the
-outage are counted apart, as retry_errors).
+Default SLOs: writes resume within the detection time plus the proxy's recovery
+budget (suites/failover/conftest.py: 1.2 s, 2.5 s for Pgpool-II); no worker is lost;
+at most one in-flight error per worker (retries of a fail-fast proxy during the outage
+are counted apart, as retry_errors).
 """
 
 import pytest
 
+# (how the HA manager detects, the most that detection may take in ms)
 DETECTION = [
-    pytest.param({"detect_delay_s": 1.0}, id="detect-1s",
-                 marks=pytest.mark.slo(writes_resume_ms="<= 2200", detect_ms=">= 1000")),
-    pytest.param({"detect_delay_s": 0.0}, id="detect-0s",
-                 marks=pytest.mark.slo(writes_resume_ms="<= 1500")),
-    pytest.param({"probe_interval_s": 0.2}, id="probe-200ms",
-                 marks=pytest.mark.slo(writes_resume_ms="<= 1800")),
+    pytest.param(({"detect_delay_s": 1.0}, 1000), id="detect-1s"),
+    pytest.param(({"detect_delay_s": 0.0}, 0), id="detect-0s"),
+    # A probe every 200 ms notices the dead postmaster at the next probe.
+    pytest.param(({"probe_interval_s": 0.2}, 200), id="probe-200ms"),
 ]
 
 
 @pytest.mark.slo(in_flight_errors="<= workers", workers_lost="== 0")
 @pytest.mark.parametrize("detection", DETECTION)
-def test_unplanned_primary_loss(pgha_failover, pgha_cluster, trial, detection):
-    result = pgha_failover.failover(fault="kill_primary", **detection, **trial)
+def test_unplanned_primary_loss(
+    pgha_failover, pgha_cluster, pgha_slo, trial, detection, recovery_budget_ms
+):
+    how, detection_ms = detection
+    result = pgha_failover.failover(fault="kill_primary", **how, **trial)
+    pgha_slo.check(result.metrics, writes_resume_ms=f"<= {detection_ms + recovery_budget_ms}")
 
     topology = pgha_cluster.topology()
     assert topology.primary == result.new_primary
@@ -37,10 +39,12 @@ def test_unplanned_primary_loss(pgha_failover, pgha_cluster, trial, detection):
     assert abs(result.server_write_gap_ms - metrics.writes_resume_ms) <= 400
 
 
-@pytest.mark.slo(writes_resume_ms="<= 1500", workers_lost="== 0")
-def test_planned_switchover(pgha_failover, pgha_cluster, trial):
+@pytest.mark.slo(workers_lost="== 0")
+def test_planned_switchover(pgha_failover, pgha_cluster, pgha_slo, trial, recovery_budget_ms):
     old_primary = pgha_cluster.primary
     result = pgha_failover.failover(fault="stop_primary", **trial)
+    # A fast shutdown first waits for the walsenders to ship the last WAL: ~300 ms more.
+    pgha_slo.check(result.metrics, writes_resume_ms=f"<= {300 + recovery_budget_ms}")
 
     # The old primary comes back as a standby of the new one (pg_rewind if needed).
     new_primary = pgha_cluster.node(result.new_primary)
@@ -57,8 +61,11 @@ def test_frozen_primary(pgha_failover, pgha_cluster, trial):
     direct baseline needs: libpq tries the frozen first host for connect_timeout (3 s)
     on every reconnect before it moves on; proxies that were rewired do better."""
     frozen = pgha_cluster.primary
-    result = pgha_failover.failover(fault="freeze_primary", probe_interval_s=0.2,
-                                    statement_timeout_s=1.0,
-                                    **{**trial, "settle_s": 4.5})
+    result = pgha_failover.failover(
+        fault="freeze_primary",
+        probe_interval_s=0.2,
+        statement_timeout_s=1.0,
+        **{**trial, "settle_s": 4.5},
+    )
     assert result.new_primary != frozen.name
     assert pgha_cluster.topology().in_recovery[result.new_primary] is False

@@ -5,11 +5,20 @@ import pytest
 
 
 @pytest.mark.slo(error_count_post_inject="== 0", reads_resume_ms="<= 1500")
-def test_replica_loss(pgha_failover, pgha_proxy, trial):
+def test_replica_loss(pgha_failover, pgha_proxy, trial, request):
     if pgha_proxy.ro_dsn is None:
         pytest.skip(f"{pgha_proxy.kind} has no read path in this configuration")
-    result = pgha_failover.replica_loss(rate=trial["rate"], warmup_s=trial["warmup_s"],
-                                        settle_s=trial["settle_s"])
+    if pgha_proxy.kind == "pgpool":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="Pgpool-II sends BEGIN/COMMIT to each session's load-balance "
+                "standby too, so a dead standby breaks write transactions as well",
+            )
+        )
+    result = pgha_failover.replica_loss(
+        rate=trial["rate"], warmup_s=trial["warmup_s"], settle_s=trial["settle_s"]
+    )
     assert result.reads.ok_post_inject > 0
     assert result.writes.workers_lost == 0
 
