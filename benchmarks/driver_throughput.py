@@ -45,9 +45,27 @@ def pgbench_tps(cluster: Cluster, clients: int, seconds: float) -> float:
     script = cluster.workdir / "update.sql"
     script.write_text(SCRIPT.format(scale=cluster.spec.scale))
     threads = min(clients, os.cpu_count() or 1)
-    argv = [cluster.binaries.program("pgbench"), "-n", "-M", "simple", "-c", str(clients),
-            "-j", str(threads), "-T", str(int(seconds)), "-f", str(script), "-h", "127.0.0.1",
-            "-p", str(cluster.primary.port), "-U", "app", "app"]
+    argv = [
+        cluster.binaries.program("pgbench"),
+        "-n",
+        "-M",
+        "simple",
+        "-c",
+        str(clients),
+        "-j",
+        str(threads),
+        "-T",
+        str(int(seconds)),
+        "-f",
+        str(script),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(cluster.primary.port),
+        "-U",
+        "app",
+        "app",
+    ]
     env = {**os.environ, "PGPASSWORD": cluster.credentials.app}
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
     match = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
@@ -65,8 +83,12 @@ def main() -> int:
     args = parser.parse_args()
     sandbox = open_sandbox(default_base_dir(), f"bench-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     binaries = reachable_by_service_user(discover(factory=args.pg_bindir), sandbox.cache_dir)
-    cluster = Cluster(ClusterSpec(replicas=0), ensure_template(sandbox, binaries, 1), sandbox,
-                      sandbox.test_dir("driver-throughput"))
+    cluster = Cluster(
+        ClusterSpec(replicas=0),
+        ensure_template(sandbox, binaries, 1),
+        sandbox,
+        sandbox.test_dir("driver-throughput"),
+    )
     cluster.start()
     drivers, pgbenches = [], []
     try:
@@ -78,13 +100,23 @@ def main() -> int:
         cluster.remove()
         shutil.rmtree(sandbox.run_dir, ignore_errors=True)
     driver, pgbench = statistics.median(drivers), statistics.median(pgbenches)
-    print(json.dumps({
-        "benchmark": "driver_throughput", "clients": args.clients, "seconds": args.seconds,
-        "rounds": args.rounds, "postgresql": binaries.version,
-        "driver_tps_median": round(driver, 1), "pgbench_tps_median": round(pgbench, 1),
-        "ratio": round(driver / pgbench, 3), "target_ratio": 0.9,
-        "driver_tps": [round(x, 1) for x in drivers], "pgbench_tps": [round(x, 1) for x in pgbenches],
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "driver_throughput",
+                "clients": args.clients,
+                "seconds": args.seconds,
+                "rounds": args.rounds,
+                "postgresql": binaries.version,
+                "driver_tps_median": round(driver, 1),
+                "pgbench_tps_median": round(pgbench, 1),
+                "ratio": round(driver / pgbench, 3),
+                "target_ratio": 0.9,
+                "driver_tps": [round(x, 1) for x in drivers],
+                "pgbench_tps": [round(x, 1) for x in pgbenches],
+            }
+        )
+    )
     return 0
 
 

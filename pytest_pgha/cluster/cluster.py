@@ -117,8 +117,11 @@ class Cluster:
         )
         self.primary.launch()
         self.primary.wait_ready()
-        for replica in self.nodes[1:]:
-            self.primary.ensure_slot(replica.name)
+        self.primary.sql(  # one statement: each session costs a SCRAM exchange
+            "SELECT pg_create_physical_replication_slot(name, true)"
+            " FROM unnest(%s::text[]) AS name",
+            [[replica.name for replica in self.nodes[1:]]],
+        )
 
     def stop(self) -> None:
         """Stop every node, whatever state a fault left it in; release the ports.

@@ -109,7 +109,8 @@ class Node:
     ) -> list[tuple[Any, ...]]:
         """Run one statement in a short-lived session and return its rows."""
         with self.connect(user, dbname) as conn:
-            cursor = conn.execute(query.encode(), params)  # bytes: no placeholder parsing
+            # bytes: psycopg's signature wants a LiteralString, a run-time query is not.
+            cursor = conn.execute(query.encode(), params)
             return cursor.fetchall() if cursor.description else []
 
     def value(self, query: str, params: Sequence[Any] | None = None) -> Any:
@@ -165,7 +166,8 @@ class Node:
         self.wait_ready(timeout)
 
     def stop(self, mode: str = "fast", timeout: float = 60.0) -> None:
-        """Shut down (smart, fast or immediate); SIGKILL the group after timeout."""
+        """Shut down (smart, fast or immediate); SIGKILL every process of the node
+        if it has not stopped after timeout."""
         if mode not in STOP_SIGNALS:
             raise PghaConfigError.invalid("mode", mode, f"use one of {', '.join(STOP_SIGNALS)}")
         if self._process is None:

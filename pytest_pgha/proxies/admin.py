@@ -5,12 +5,14 @@ and decodes the text result itself."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg import pq
 
 from pytest_pgha.errors import ProxyError
+from pytest_pgha.proxies.base import Proxy, ProxySettings
+from pytest_pgha.sandbox.context import SandboxContext
 
 
 class AdminConsole:
@@ -60,3 +62,53 @@ class AdminConsole:
     def close(self) -> None:
         with self._lock:
             self.close_unlocked()
+
+
+ADMIN_TIMEOUT_S = 2
+
+
+class ConsoleProxy(Proxy):
+    """A proxy administered through a PostgreSQL-protocol console (PgBouncer, PgCat,
+    PgDog, ProxySQL): one kept-open session for the sampler, short-lived ones for
+    commands, so a command never waits behind a sample."""
+
+    admin_database: ClassVar[str]
+    admin_user: ClassVar[str] = "admin"
+    # PgBouncer, PgCat and PgDog serve their console on the client port.
+    admin_on_listen_port: ClassVar[bool] = True
+
+    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
+        super().__init__(settings, context, binary)
+        self.sampler_console: AdminConsole | None = None
+
+    def admin_dsn(self) -> str:
+        s = self.settings
+        port = s.listen_port if self.admin_on_listen_port else s.admin_port
+        return (
+            f"host=127.0.0.1 port={port} dbname={self.admin_database} "
+            f"user={self.admin_user} password={s.admin_password} "
+            f"connect_timeout={ADMIN_TIMEOUT_S}"
+        )
+
+    def after_start(self) -> None:
+        self.sampler_console = AdminConsole(self.admin_dsn())
+
+    def stop(self) -> None:
+        if self.sampler_console is not None:
+            self.sampler_console.close()
+            self.sampler_console = None
+        super().stop()
+
+    def admin_command(self, *statements: str) -> list[list[dict[str, str | None]]]:
+        """Run statements in order, one round trip each, in a session of their own."""
+        console = AdminConsole(self.admin_dsn())
+        results = []
+        try:
+            for sql in statements:
+                try:
+                    results.append(console.query(sql))
+                except psycopg.Error as error:
+                    raise ProxyError(f"{self.kind} admin {sql!r} failed: {error}") from error
+        finally:
+            console.close()
+        return results

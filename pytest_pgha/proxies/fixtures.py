@@ -43,7 +43,7 @@ def project_overrides(config: pytest.Config, kind: str) -> dict[str, str]:
         raise PghaConfigError(f"{path}: not valid TOML ({error}); fix the file") from None
     options = data.get("options", {})
     if not isinstance(options, dict):
-        raise PghaConfigError(f"{path}: [options] must be a table of name = \"value\"")
+        raise PghaConfigError(f'{path}: [options] must be a table of name = "value"')
     return {str(k): str(v) for k, v in options.items()}
 
 

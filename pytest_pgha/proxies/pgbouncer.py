@@ -7,9 +7,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pytest_pgha.errors import ProxyError
-from pytest_pgha.proxies.admin import AdminConsole
-from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
+from pytest_pgha.proxies.admin import AdminConsole, ConsoleProxy
+from pytest_pgha.proxies.base import Backend, ProxySettings
+from pytest_pgha.proxies.confsyntax import require_backend
 from pytest_pgha.report.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
@@ -29,16 +29,16 @@ DEFAULTS = {
 PAUSE_TIMEOUT_S = 0.5
 
 
-class PgBouncerProxy(Proxy):
+class PgBouncerProxy(ConsoleProxy):
     kind: ClassVar[str] = "pgbouncer"
     program: ClassVar[str] = "pgbouncer"
     install_hint: ClassVar[str] = "apt-get install pgbouncer"
+    admin_database: ClassVar[str] = "pgbouncer"
+    admin_user: ClassVar[str] = ADMIN_USER
 
     def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
         super().__init__(settings, context, binary)
         self._writer: Backend = self.settings.primary
-        self._admin: AdminConsole | None = None
-        self._sampler_admin: AdminConsole | None = None
 
     def render(self) -> dict[str, str]:
         return {"pgbouncer.ini": self._ini(self._writer), "userlist.txt": self._userlist()}
@@ -78,45 +78,25 @@ class PgBouncerProxy(Proxy):
     def argv(self) -> list[str]:
         return [self.binary, str(self.settings.workdir / "pgbouncer.ini")]
 
-    def _admin_dsn(self) -> str:
-        return (
-            f"host=127.0.0.1 port={self.settings.listen_port} dbname=pgbouncer "
-            f"user={ADMIN_USER} password={self.settings.admin_password} connect_timeout=2"
-        )
-
-    def after_start(self) -> None:
-        self._admin = AdminConsole(self._admin_dsn())
-        self._sampler_admin = AdminConsole(self._admin_dsn())
-
-    def stop(self) -> None:
-        for console in (self._admin, self._sampler_admin):
-            if console is not None:
-                console.close()
-        super().stop()
-
     def rewire(self, new_primary: str) -> None:
         """Rewrite [databases] and switch atomically: clients queue while paused. A
         PAUSE that cannot finish (a frozen old primary holds server connections) falls
         back to KILL, which drops them and leaves the database paused."""
-        self._writer = next(b for b in self.settings.backends if b.name == new_primary)
+        self._writer = require_backend(self.settings, new_primary)
         (self.settings.workdir / "pgbouncer.ini").write_text(self._ini(self._writer))
-        admin = self._require_admin()
         db = self.settings.database
-        if not _run_with_timeout(lambda: admin.query(f"PAUSE {db}"), PAUSE_TIMEOUT_S):
-            AdminConsole(self._admin_dsn()).query(f"KILL {db}")
-            admin.close()
-        admin.query("RELOAD")
-        admin.query(f"RESUME {db}")
-
-    def _require_admin(self) -> AdminConsole:
-        if self._admin is None:
-            raise ProxyError("pgbouncer is not running")
-        return self._admin
+        pausing = AdminConsole(self.admin_dsn())
+        if _run_with_timeout(lambda: pausing.query(f"PAUSE {db}"), PAUSE_TIMEOUT_S):
+            pausing.close()
+        else:
+            # The PAUSE session finishes by itself once KILL released the servers.
+            self.admin_command(f"KILL {db}")
+        self.admin_command("RELOAD", f"RESUME {db}")
 
     def sample(self) -> ProxySample:
-        if self._sampler_admin is None:
+        if self.sampler_console is None:
             return self.failed_sample()
-        rows = self._sampler_admin.query("SHOW POOLS")
+        rows = self.sampler_console.query("SHOW POOLS")
         pool = next(
             (
                 r

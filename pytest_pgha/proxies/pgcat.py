@@ -9,18 +9,15 @@ set explicitly.
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Mapping
 from typing import ClassVar
 
 import psycopg
 
 from pytest_pgha.errors import ProxyError
-from pytest_pgha.proxies.admin import AdminConsole
-from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
+from pytest_pgha.proxies.admin import ConsoleProxy
+from pytest_pgha.proxies.base import Backend
+from pytest_pgha.proxies.confsyntax import key_values, quoted, require_backend, table_key
 from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
-from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
 
 CONFIG_FILE = "pgcat.toml"
@@ -51,35 +48,9 @@ POOL_DEFAULTS: dict[str, str] = {
     "primary_reads_enabled": "true",
 }
 USER_DEFAULTS: dict[str, str] = {"pool_size": "20"}
-ADMIN_TIMEOUT_S = 2
-
-_INTEGER = re.compile(r"-?\d+")
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def scalar(value: str) -> str:
-    """An option's text as a TOML (or libconfig) scalar: integers and booleans bare,
-    anything else a quoted string."""
-    if _INTEGER.fullmatch(value):
-        return value
-    if value.lower() in ("true", "false"):
-        return value.lower()
-    return json.dumps(value)
-
-
-def quoted(value: str) -> str:
-    return json.dumps(value)
-
-
-def table_key(name: str) -> str:
-    return name if _BARE_KEY.fullmatch(name) else json.dumps(name)
-
-
-def key_values(values: Mapping[str, str]) -> list[str]:
-    return [f"{key} = {scalar(value)}" for key, value in values.items()]
-
-
-class PgCatProxy(Proxy):
+class PgCatProxy(ConsoleProxy):
     kind: ClassVar[str] = "pgcat"
     program: ClassVar[str] = "pgcat"
     install_hint: ClassVar[str] = (
@@ -89,10 +60,8 @@ class PgCatProxy(Proxy):
     )
     has_monitor: ClassVar[bool] = False
     splits_reads: ClassVar[bool] = False
-
-    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
-        super().__init__(settings, context, binary)
-        self._sampler_admin: AdminConsole | None = None
+    admin_database: ClassVar[str] = ADMIN_DATABASE
+    admin_user: ClassVar[str] = ADMIN_USER
 
     # -- configuration -------------------------------------------------------------------
     def _split_options(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
@@ -143,33 +112,6 @@ class PgCatProxy(Proxy):
         # The config path is PgCat's one positional argument (src/cmd_args.rs).
         return [self.binary, str(self.settings.workdir / CONFIG_FILE), "--no-color"]
 
-    # -- admin console -------------------------------------------------------------------
-    def _admin_dsn(self) -> str:
-        # The admin console shares the client port (no separate admin listener).
-        return (
-            f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
-            f"user={ADMIN_USER} password={self.settings.admin_password} "
-            f"connect_timeout={ADMIN_TIMEOUT_S}"
-        )
-
-    def after_start(self) -> None:
-        self._sampler_admin = AdminConsole(self._admin_dsn())
-
-    def stop(self) -> None:
-        if self._sampler_admin is not None:
-            self._sampler_admin.close()
-        super().stop()
-
-    def _admin_command(self, sql: str) -> None:
-        # Its own short-lived session: the sampler thread keeps using its connection.
-        console = AdminConsole(self._admin_dsn())
-        try:
-            console.query(sql)
-        except psycopg.Error as error:
-            raise ProxyError(f"pgcat admin {sql!r} failed: {error}") from error
-        finally:
-            console.close()
-
     # -- failover ------------------------------------------------------------------------
     def rewire(self, new_primary: str) -> None:
         """Rewrite the roles and RELOAD: PgCat builds new pools from the file before it
@@ -177,17 +119,17 @@ class PgCatProxy(Proxy):
         require_backend(self.settings, new_primary)
         self.settings = self.settings.with_primary(new_primary)
         self.write_config()
-        self._admin_command("RELOAD")
+        self.admin_command("RELOAD")
 
     def sample(self) -> ProxySample:
         """The primary's address and ban flag from SHOW DATABASES (PgCat never bans a
         primary, so it stays 1 while the server is dead: PgCat does not know) and its busy
         server connections from SHOW SERVERS (state per src/stats/server.rs)."""
-        if self._sampler_admin is None:
+        if self.sampler_console is None:
             return self.failed_sample()
         try:
-            databases = self._sampler_admin.query("SHOW DATABASES")
-            servers = self._sampler_admin.query("SHOW SERVERS")
+            databases = self.sampler_console.query("SHOW DATABASES")
+            servers = self.sampler_console.query("SHOW SERVERS")
         except (psycopg.Error, ProxyError):
             return self.failed_sample()
         name = f"{self.settings.database}_shard_0_primary"  # config.rs Address::name()
@@ -199,14 +141,6 @@ class PgCatProxy(Proxy):
         )
         state = WRITER_DOWN if row.get("disabled") == "1" else WRITER_UP
         return ProxySample(now_epoch_us(), f"{row.get('host')}:{row.get('port')}", state, active)
-
-
-def require_backend(settings: ProxySettings, name: str) -> Backend:
-    """The backend called name; checked before a rewire changes anything."""
-    for backend in settings.backends:
-        if backend.name == name:
-            return backend
-    raise ProxyError(f"no backend {name!r}; backends are {[b.name for b in settings.backends]}")
 
 
 def _server(backend: Backend) -> str:

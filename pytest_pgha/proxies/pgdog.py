@@ -14,18 +14,16 @@ from typing import ClassVar
 import psycopg
 
 from pytest_pgha.errors import ProxyError
-from pytest_pgha.proxies.admin import AdminConsole
-from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
-from pytest_pgha.proxies.pgcat import key_values, quoted, require_backend
+from pytest_pgha.proxies.admin import ConsoleProxy
+from pytest_pgha.proxies.base import Backend
+from pytest_pgha.proxies.confsyntax import key_values, quoted, require_backend
 from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
-from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
 
 CONFIG_FILE = "pgdog.toml"
 USERS_FILE = "users.toml"
 ADMIN_DATABASE = "admin"  # [admin] name; the default, written out for clarity
 ADMIN_USER = "admin"
-ADMIN_TIMEOUT_S = 2
 
 # [general], tuned for failover tests (defaults in ms: healthchecks 30000, ban 300000,
 # connect 5000); each can be overridden through settings.options.
@@ -47,7 +45,7 @@ MONITOR_DEFAULTS: dict[str, str] = {
 }
 
 
-class PgDogProxy(Proxy):
+class PgDogProxy(ConsoleProxy):
     kind: ClassVar[str] = "pgdog"
     program: ClassVar[str] = "pgdog"
     install_hint: ClassVar[str] = (
@@ -57,10 +55,8 @@ class PgDogProxy(Proxy):
     )
     has_monitor: ClassVar[bool] = True
     splits_reads: ClassVar[bool] = False
-
-    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
-        super().__init__(settings, context, binary)
-        self._sampler_admin: AdminConsole | None = None
+    admin_database: ClassVar[str] = ADMIN_DATABASE
+    admin_user: ClassVar[str] = ADMIN_USER
 
     # -- configuration -------------------------------------------------------------------
     def _general(self) -> dict[str, str]:
@@ -128,32 +124,6 @@ class PgDogProxy(Proxy):
             str(workdir / USERS_FILE),
         ]
 
-    # -- admin database ------------------------------------------------------------------
-    def _admin_dsn(self) -> str:
-        return (
-            f"host=127.0.0.1 port={self.settings.listen_port} dbname={ADMIN_DATABASE} "
-            f"user={ADMIN_USER} password={self.settings.admin_password} "
-            f"connect_timeout={ADMIN_TIMEOUT_S}"
-        )
-
-    def after_start(self) -> None:
-        self._sampler_admin = AdminConsole(self._admin_dsn())
-
-    def stop(self) -> None:
-        if self._sampler_admin is not None:
-            self._sampler_admin.close()
-        super().stop()
-
-    def _admin_command(self, sql: str) -> None:
-        # Its own short-lived session: the sampler thread keeps using its connection.
-        console = AdminConsole(self._admin_dsn())
-        try:
-            console.query(sql)
-        except psycopg.Error as error:
-            raise ProxyError(f"pgdog admin {sql!r} failed: {error}") from error
-        finally:
-            console.close()
-
     # -- failover ------------------------------------------------------------------------
     def rewire(self, new_primary: str) -> None:
         """Rewrite the roles and RELOAD (docs: administration, "reload configuration
@@ -162,15 +132,15 @@ class PgDogProxy(Proxy):
         require_backend(self.settings, new_primary)
         self.settings = self.settings.with_primary(new_primary)
         self.write_config()
-        self._admin_command("RELOAD")
+        self.admin_command("RELOAD")
 
     def sample(self) -> ProxySample:
         """The primary's pool from SHOW POOLS (columns per docs administration/pools):
         addr:port, up unless banned or offline, sv_active busy server connections."""
-        if self._sampler_admin is None:
+        if self.sampler_console is None:
             return self.failed_sample()
         try:
-            pools = self._sampler_admin.query("SHOW POOLS")
+            pools = self.sampler_console.query("SHOW POOLS")
         except (psycopg.Error, ProxyError):
             return self.failed_sample()
         s = self.settings

@@ -20,11 +20,10 @@ from typing import ClassVar
 import psycopg
 
 from pytest_pgha.errors import ProxyError
-from pytest_pgha.proxies.admin import AdminConsole
-from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
-from pytest_pgha.proxies.pgcat import quoted, require_backend, scalar
+from pytest_pgha.proxies.admin import ConsoleProxy
+from pytest_pgha.proxies.base import Backend
+from pytest_pgha.proxies.confsyntax import quoted, require_backend, scalar
 from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
-from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
 
 CONFIG_FILE = "proxysql.cnf"
@@ -33,7 +32,6 @@ WRITER_HG = 10
 READER_HG = 20
 ADMIN_USER = "admin"
 ADMIN_DATABASE = "admin"  # docs: getting-started, `psql -U admin -p6132 -d admin`
-ADMIN_TIMEOUT_S = 2
 READ_RULE_ID = 1
 
 # pgsql_variables (docs: global-variables/pgsql-monitor-variables, whose defaults these
@@ -62,7 +60,7 @@ SAMPLE_SQL = (
 )
 
 
-class ProxySQLProxy(Proxy):
+class ProxySQLProxy(ConsoleProxy):
     kind: ClassVar[str] = "proxysql"
     program: ClassVar[str] = "proxysql"
     install_hint: ClassVar[str] = (
@@ -73,10 +71,9 @@ class ProxySQLProxy(Proxy):
     )
     has_monitor: ClassVar[bool] = True
     splits_reads: ClassVar[bool] = True
-
-    def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
-        super().__init__(settings, context, binary)
-        self._sampler_admin: AdminConsole | None = None
+    admin_database: ClassVar[str] = ADMIN_DATABASE
+    admin_user: ClassVar[str] = ADMIN_USER
+    admin_on_listen_port: ClassVar[bool] = False  # its own PostgreSQL-protocol admin port
 
     @property
     def data_dir(self) -> Path:
@@ -200,22 +197,6 @@ class ProxySQLProxy(Proxy):
         port = self._read_port()
         return None if port is None else self.dsn(port)
 
-    # -- admin (PostgreSQL protocol) --------------------------------------------------------
-    def _admin_dsn(self) -> str:
-        return (
-            f"host=127.0.0.1 port={self.settings.admin_port} dbname={ADMIN_DATABASE} "
-            f"user={ADMIN_USER} password={self.settings.admin_password} "
-            f"connect_timeout={ADMIN_TIMEOUT_S}"
-        )
-
-    def after_start(self) -> None:
-        self._sampler_admin = AdminConsole(self._admin_dsn())
-
-    def stop(self) -> None:
-        if self._sampler_admin is not None:
-            self._sampler_admin.close()
-        super().stop()
-
     # -- failover ------------------------------------------------------------------------
     def rewire_statements(self, new_primary: str) -> list[str]:
         """The lab's promote.sh: drop the old primary, make the new one the writer,
@@ -233,15 +214,8 @@ class ProxySQLProxy(Proxy):
         ]
 
     def rewire(self, new_primary: str) -> None:
-        statements = self.rewire_statements(new_primary)
-        console = AdminConsole(self._admin_dsn())
-        try:
-            for sql in statements:  # one per round trip, as psql -f sends them
-                console.query(sql)
-        except psycopg.Error as error:
-            raise ProxyError(f"proxysql admin rewire failed: {error}") from error
-        finally:
-            console.close()
+        # One statement per round trip, as psql -f sends them.
+        self.admin_command(*self.rewire_statements(new_primary))
         # What the runtime now holds: the old primary is gone, as in the lab. A
         # restart (start() renders the file again) comes back to the same topology.
         old = self.settings.primary.name
@@ -249,10 +223,10 @@ class ProxySQLProxy(Proxy):
         self.settings = settings if old == new_primary else settings.without(old)
 
     def sample(self) -> ProxySample:
-        if self._sampler_admin is None:
+        if self.sampler_console is None:
             return self.failed_sample()
         try:
-            rows = self._sampler_admin.query(SAMPLE_SQL)
+            rows = self.sampler_console.query(SAMPLE_SQL)
         except (psycopg.Error, ProxyError):
             return self.failed_sample()
         if not rows:  # an empty writer hostgroup: nowhere to send writes

@@ -65,10 +65,12 @@ def check_reachable(base_dir: Path, identity: Identity) -> None:
     for parent in base_dir.parents:
         if parent.exists() and not parent.stat().st_mode & 0o001:
             raise PghaConfigError.invalid(
-                "--pgha-basedir", str(base_dir),
+                "--pgha-basedir",
+                str(base_dir),
                 f"{parent} is not searchable by others, so the unprivileged user "
                 f"{identity.name!r} that runs PostgreSQL cannot reach it; choose a directory "
-                "under /dev/shm or /tmp (the default is /dev/shm/pgha)")
+                "under /dev/shm or /tmp (the default is /dev/shm/pgha)",
+            )
 
 
 def open_sandbox(base_dir: Path, run_id: str, *, own_run_dir: bool = False) -> SandboxContext:

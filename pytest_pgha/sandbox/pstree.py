@@ -29,10 +29,26 @@ def process_tree(pid: int) -> list[psutil.Process]:
 
 
 def signal_tree(pid: int, signum: int) -> None:
-    """Signal pid first (a stopped postmaster starts no new child), then the rest."""
-    for proc in process_tree(pid):
+    """Signal pid, then its descendants. For SIGSTOP, the descendants are listed only
+    once pid really is stopped: a postmaster that still runs may fork one more."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signum)
+    if signum == signal.SIGSTOP:
+        _wait_stopped(pid)
+    for proc in process_tree(pid)[1:]:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             proc.send_signal(signum)
+
+
+def _wait_stopped(pid: int, timeout: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.001)
 
 
 def kill_all(victims: list[psutil.Process], timeout: float = 10.0) -> int:

@@ -53,7 +53,7 @@ class ReapReport:
     directories: int = 0
 
     def __str__(self) -> str:
-        return f"reaped {self.processes} orphan process group(s), {self.directories} director(ies)"
+        return f"reaped {self.processes} orphan process(es), {self.directories} director(ies)"
 
 
 class Registry:

@@ -17,12 +17,21 @@ from pytest_pgha.scenarios.stack import proxy_settings
 
 
 def fake_settings(**changes):
-    backends = (Backend("node0", "127.0.0.1", 5433, "primary"),
-                Backend("node1", "127.0.0.1", 5434, "replica"),
-                Backend("node2", "127.0.0.1", 5435, "replica"))
-    values = dict(workdir=Path("/tmp/pgha-unit"), listen_port=6432, admin_port=6433,
-                  read_port=6434, backends=backends, app_password="app-secret",
-                  monitor_password="mon-secret", pg_bindir=Path("/usr/lib/postgresql/15/bin"))
+    backends = (
+        Backend("node0", "127.0.0.1", 5433, "primary"),
+        Backend("node1", "127.0.0.1", 5434, "replica"),
+        Backend("node2", "127.0.0.1", 5435, "replica"),
+    )
+    values = dict(
+        workdir=Path("/tmp/pgha-unit"),
+        listen_port=6432,
+        admin_port=6433,
+        read_port=6434,
+        backends=backends,
+        app_password="app-secret",
+        monitor_password="mon-secret",
+        pg_bindir=Path("/usr/lib/postgresql/15/bin"),
+    )
     values.update(changes)
     return ProxySettings(**values)
 
@@ -75,8 +84,10 @@ def test_settings_after_failover_name_one_primary():
 
 def write_once(dsn):
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute("UPDATE pgbench_accounts SET abalance = abalance + 1 "
-                            "WHERE aid = 1 RETURNING inet_server_port()").fetchone()[0]
+        return conn.execute(
+            "UPDATE pgbench_accounts SET abalance = abalance + 1 "
+            "WHERE aid = 1 RETURNING inet_server_port()"
+        ).fetchone()[0]
 
 
 def wait_for_write(dsn, timeout=10.0):
@@ -106,10 +117,12 @@ def started(request, pgha_cluster, pgha_sandbox):
         pgha_sandbox.ports.release(port)
 
 
-@pytest.mark.parametrize("started", [("pgbouncer", False), ("haproxy", False),
-                                     ("haproxy", True), ("direct", False)],
-                         ids=["pgbouncer", "haproxy", "haproxy-monitor", "direct"],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "started",
+    [("pgbouncer", False), ("haproxy", False), ("haproxy", True), ("direct", False)],
+    ids=["pgbouncer", "haproxy", "haproxy-monitor", "direct"],
+    indirect=True,
+)
 def test_writes_follow_the_new_primary(started, pgha_cluster):
     old, new = pgha_cluster.primary, pgha_cluster.replicas[0]
     assert wait_for_write(started.rw_dsn) == old.port
@@ -128,8 +141,12 @@ def test_writes_follow_the_new_primary(started, pgha_cluster):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("started", [("pgbouncer", False), ("haproxy", False)],
-                         ids=["pgbouncer", "haproxy"], indirect=True)
+@pytest.mark.parametrize(
+    "started",
+    [("pgbouncer", False), ("haproxy", False)],
+    ids=["pgbouncer", "haproxy"],
+    indirect=True,
+)
 def test_a_crashed_proxy_restarts_on_its_config(started):
     started.kill()
     assert not started.process.running()

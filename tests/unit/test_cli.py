@@ -25,8 +25,9 @@ def test_doctor_fails_without_postgres():
 
 
 def test_cleanup_reaps_what_a_dead_owner_left(tmp_path, capsys):
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                              start_new_session=True)
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+    )
     sandbox = tmp_path / "run-dir"
     sandbox.mkdir()
     registry = Registry(tmp_path / "registry")

@@ -26,8 +26,9 @@ def test_writes_commit_and_are_logged_in_pgbench_format(pgha_cluster):
     assert len(ok) > 100 and len(ok) == len(records)
     assert {r.client_id for r in ok} == {0, 1, 2, 3}
     # The updates really reached the table.
-    changed = pgha_cluster.primary.value("SELECT count(*) FROM pgbench_accounts "
-                                         "WHERE abalance <> 0")
+    changed = pgha_cluster.primary.value(
+        "SELECT count(*) FROM pgbench_accounts WHERE abalance <> 0"
+    )
     assert changed > 0
     line = ok[0].to_pgbench_line().split()
     assert len(line) == 6 and int(line[2]) == ok[0].latency_us
@@ -58,7 +59,8 @@ def test_a_connection_lost_during_commit_is_indeterminate(sync_cluster):
         deadline = time.monotonic() + 10
         while not waiting and time.monotonic() < deadline:
             waiting = sync_cluster.primary.sql(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+                "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+            )
             time.sleep(0.05)
         assert waiting, "COMMIT never waited for the stopped synchronous standby"
         sync_cluster.primary.sql("SELECT pg_terminate_backend(%s)", [waiting[0][0]])
@@ -102,22 +104,27 @@ def test_read_mode_reads_from_a_standby(pgha_cluster):
     assert records and all(r.outcome is Outcome.OK for r in records)
 
 
-@pytest.mark.parametrize(("stage", "sqlstate", "broken", "expected"), [
-    ("begin", None, True, Outcome.FAILED),
-    ("update", "25006", False, Outcome.FAILED),
-    ("commit", "40001", False, Outcome.FAILED),
-    ("commit", None, True, Outcome.INDETERMINATE),
-    ("commit", "57P01", True, Outcome.INDETERMINATE),
-    ("commit", "08006", False, Outcome.INDETERMINATE),
-])
+@pytest.mark.parametrize(
+    ("stage", "sqlstate", "broken", "expected"),
+    [
+        ("begin", None, True, Outcome.FAILED),
+        ("update", "25006", False, Outcome.FAILED),
+        ("commit", "40001", False, Outcome.FAILED),
+        ("commit", None, True, Outcome.INDETERMINATE),
+        ("commit", "57P01", True, Outcome.INDETERMINATE),
+        ("commit", "08006", False, Outcome.INDETERMINATE),
+    ],
+)
 def test_classification_follows_jepsens_error_model(stage, sqlstate, broken, expected):
     assert classify(stage, sqlstate, broken) is expected
 
 
 def test_stop_returns_while_workers_are_blocked():
     # Nothing listens there: every attempt is a fast connect failure.
-    driver = WorkloadDriver("host=127.0.0.1 port=9 connect_timeout=2 user=x dbname=x",
-                            WorkloadOptions(workers=2, retry_backoff_s=0.01))
+    driver = WorkloadDriver(
+        "host=127.0.0.1 port=9 connect_timeout=2 user=x dbname=x",
+        WorkloadOptions(workers=2, retry_backoff_s=0.01),
+    )
     driver.start()
     time.sleep(0.2)
     stopper = threading.Thread(target=driver.stop)

@@ -4,8 +4,10 @@ from pytest_pgha.workload.prober import Probe, summarise
 
 
 def probes(pattern, start=0, step=2000, latency=500):
-    return [Probe(start + i * step, start + i * step + latency, ok == "o")
-            for i, ok in enumerate(pattern)]
+    return [
+        Probe(start + i * step, start + i * step + latency, ok == "o")
+        for i, ok in enumerate(pattern)
+    ]
 
 
 def test_no_failure_means_no_unavailability():
