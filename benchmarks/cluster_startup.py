@@ -218,7 +218,9 @@ def naive_run(sandbox: SandboxContext, binaries: PgBinaries) -> float:
 
 # -- the report ------------------------------------------------------------------------
 def measure(args: argparse.Namespace, sandbox: SandboxContext) -> dict[str, Any]:
-    binaries = reachable_by_service_user(discover(factory=args.pg_bindir), sandbox.cache_dir)
+    installed = discover(factory=args.pg_bindir)
+    # A bindir the service user cannot reach (the wheel's, under /root) runs from a copy.
+    binaries = reachable_by_service_user(installed, sandbox.cache_dir)
     template_s, template = timed(lambda: ensure_template(sandbox, binaries, 1))
     cloned: list[float] = []
     naive: list[float] = []
@@ -234,7 +236,8 @@ def measure(args: argparse.Namespace, sandbox: SandboxContext) -> dict[str, Any]
     return {
         "benchmark": "cluster_startup",
         "topology": f"1 primary + {REPLICAS} replicas, pgbench scale 1",
-        "bindir": str(binaries.bindir),
+        "bindir": str(installed.bindir),
+        "bindir_run": str(binaries.bindir),
         "version": binaries.version,
         "basedir": str(sandbox.base_dir),
         "runs": args.runs,

@@ -14,14 +14,23 @@ from pytest_pgha.sandbox.context import default_base_dir, reap_orphans
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgha", description="pytest-pgha's helper commands")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("doctor", help="list the stack components found and how to install "
-                                       "the missing ones")
-    cleanup = commands.add_parser("cleanup", help="stop processes and remove directories that "
-                                                  "killed runs left behind")
-    cleanup.add_argument("--basedir", type=Path, default=None,
-                         help="sandbox base directory (default: $PGHA_BASEDIR, /dev/shm/pgha)")
-    cleanup.add_argument("--all", action="store_true",
-                         help="also what live runs own (stop every pytest-pgha sandbox)")
+    commands.add_parser(
+        "doctor", help="list the stack components found and how to install the missing ones"
+    )
+    cleanup = commands.add_parser(
+        "cleanup", help="stop processes and remove directories that killed runs left behind"
+    )
+    cleanup.add_argument(
+        "--basedir",
+        type=Path,
+        default=None,
+        help="sandbox base directory (default: $PGHA_BASEDIR, /dev/shm/pgha)",
+    )
+    cleanup.add_argument(
+        "--all",
+        action="store_true",
+        help="also what live runs own (stop every pytest-pgha sandbox)",
+    )
     return parser
 
 

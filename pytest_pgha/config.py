@@ -89,10 +89,15 @@ def _pick(cli: object, cli_name: str, ini: object, ini_name: str) -> tuple[str |
 
 def resolve(config: pytest.Config) -> PghaOptions:
     option = config.option
-    base_dir, _ = _pick(option.pgha_basedir, "--pgha-basedir", config.getini("pgha_basedir"),
-                        "ini pgha_basedir")
-    bucket_text, bucket_source = _pick(option.pgha_bucket_ms, "--pgha-bucket-ms",
-                                       config.getini("pgha_bucket_ms"), "ini pgha_bucket_ms")
+    base_dir, _ = _pick(
+        option.pgha_basedir, "--pgha-basedir", config.getini("pgha_basedir"), "ini pgha_basedir"
+    )
+    bucket_text, bucket_source = _pick(
+        option.pgha_bucket_ms,
+        "--pgha-bucket-ms",
+        config.getini("pgha_bucket_ms"),
+        "ini pgha_bucket_ms",
+    )
     try:
         bucket_ms = int(bucket_text or "100")
     except ValueError:
@@ -101,8 +106,9 @@ def resolve(config: pytest.Config) -> PghaOptions:
         raise PghaConfigError.invalid(
             bucket_source, bucket_text, "give a whole number of milliseconds from 10 to 1000"
         )
-    proxies_text, proxies_source = _pick(option.pgha_proxies, "--pgha-proxies",
-                                         config.getini("pgha_proxies"), "ini pgha_proxies")
+    proxies_text, proxies_source = _pick(
+        option.pgha_proxies, "--pgha-proxies", config.getini("pgha_proxies"), "ini pgha_proxies"
+    )
     proxies = (
         tuple(p.strip() for p in proxies_text.split(",") if p.strip())
         if proxies_text is not None

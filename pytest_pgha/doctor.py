@@ -26,18 +26,35 @@ COMPONENTS = (
     Component("pgbouncer", "pgbouncer", ("--version",), "apt-get install pgbouncer"),
     Component("haproxy", "haproxy", ("-v",), "apt-get install haproxy"),
     Component("pgpool", "pgpool", ("--version",), "apt-get install pgpool2"),
-    Component("proxysql", "proxysql", ("--version",),
-              "not in Debian: install ProxySQL 3.x from its upstream .deb"),
-    Component("pgdog", "pgdog", ("--version",),
-              "not on crates.io nor in Debian: build PgDog from its source"),
-    Component("pgcat", "pgcat", ("--version",),
-              "not on crates.io nor in Debian: cargo build --release PgCat's source"),
-    Component("toxiproxy", "toxiproxy-server", ("-version",),
-              "go install github.com/Shopify/toxiproxy/v2/cmd/server@latest"),
+    Component(
+        "proxysql",
+        "proxysql",
+        ("--version",),
+        "not in Debian: install ProxySQL 3.x from its upstream .deb",
+    ),
+    Component(
+        "pgdog",
+        "pgdog",
+        ("--version",),
+        "not on crates.io nor in Debian: build PgDog from its source",
+    ),
+    Component(
+        "pgcat",
+        "pgcat",
+        ("--version",),
+        "not on crates.io nor in Debian: cargo build --release PgCat's source",
+    ),
+    Component(
+        "toxiproxy",
+        "toxiproxy-server",
+        ("-version",),
+        "go install github.com/Shopify/toxiproxy/v2/cmd/server@latest",
+    ),
     Component("patroni", "patroni", ("--version",), "pip install 'patroni[etcd3]'"),
     Component("etcd", "etcd", ("--version",), "apt-get install etcd-server"),
-    Component("pg_autoctl", "pg_autoctl", ("--version",),
-              "apt-get install postgresql-15-auto-failover"),
+    Component(
+        "pg_autoctl", "pg_autoctl", ("--version",), "apt-get install postgresql-15-auto-failover"
+    ),
     Component("allure", "allure", ("--version",), "npm install -g allure (Allure 3)"),
 )
 
@@ -51,8 +68,9 @@ class Finding:
 
 def _version(path: str, args: tuple[str, ...]) -> str:
     try:
-        result = subprocess.run([path, *args], capture_output=True, text=True, timeout=10,
-                                check=False)
+        result = subprocess.run(
+            [path, *args], capture_output=True, text=True, timeout=10, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"{path} (version unknown: {error})"
     text = (result.stdout or result.stderr).strip()
@@ -64,8 +82,9 @@ def postgres_findings() -> list[Finding]:
     findings = []
     try:
         chosen = discover()
-        findings.append(Finding("postgresql", True, f"{chosen.version} ({chosen.bindir}, "
-                                                    f"{chosen.source})"))
+        findings.append(
+            Finding("postgresql", True, f"{chosen.version} ({chosen.bindir}, {chosen.source})")
+        )
     except PghaError as error:
         findings.append(Finding("postgresql", False, str(error)))
     wheel = embedded_bindir()

@@ -35,7 +35,9 @@ BASE_SETTINGS: dict[str, str] = {
     "log_line_prefix": "'%m [%p] %q%a '",
     "log_min_messages": "warning",
     "log_checkpoints": "off",
-    "dynamic_shared_memory_type": "posix",
+    # mmap: segments live in the data directory's pg_dynshmem and go with it. posix
+    # ones live in /dev/shm, and every immediate shutdown or crash leaks some there.
+    "dynamic_shared_memory_type": "mmap",
     "max_worker_processes": "4",
     "max_parallel_workers": "0",
 }

@@ -26,6 +26,7 @@ from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.process import ManagedProcess
 from pytest_pgha.sandbox.pstree import kill_inside, signal_inside, signal_tree
+from pytest_pgha.sandbox.sysv import release_segment
 
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 # Names a test can pass to Node.signal(): what a fault injector thinks in.
@@ -219,6 +220,7 @@ class Node:
         self._thaw_all()
         self._process.stop(signal.SIGQUIT, timeout=10)
         kill_inside(self.datadir)
+        release_segment(self.datadir)  # a crashed postmaster's: nobody else would
 
     # -- state ---------------------------------------------------------------------
     def is_in_recovery(self) -> bool:

@@ -328,7 +328,9 @@ class PgpoolProxy(Proxy):
 
     def _promote(self, target: int) -> None:
         nodes = self._nodes_until(time.monotonic() + PCP_TIMEOUT_S)
-        if any(n.role == "primary" for n in nodes):
+        # A detached node may still carry the "primary" label it had when it went
+        # down (a frozen primary): only an attached one competes with the target.
+        if any(n.role == "primary" and n.attached and n.node_id != target for n in nodes):
             raise ProxyError(f"pgpool keeps another primary than node {target}: {nodes}")
         try:
             self.pcp("pcp_promote_node", "-n", str(target))

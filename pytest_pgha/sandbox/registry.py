@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from pytest_pgha.sandbox.pstree import kill_inside, kill_tree
+from pytest_pgha.sandbox.sysv import release_segments_under
 
 
 def _start_time(pid: int) -> float | None:
@@ -53,7 +54,7 @@ class ReapReport:
     directories: int = 0
 
     def __str__(self) -> str:
-        return f"reaped {self.processes} orphan process(es), {self.directories} director(ies)"
+        return f"reaped {self.processes} orphan process group(s), {self.directories} director(ies)"
 
 
 class Registry:
@@ -132,6 +133,7 @@ def _reap_entry(entry: Entry, report: ReapReport) -> None:
         # (not registered yet), still work inside the directory. Files they create
         # while rmtree runs would leave the directory behind, so they die first.
         report.processes += kill_inside(Path(entry.path))
+        release_segments_under(Path(entry.path), settle_s=2.0)
         shutil.rmtree(entry.path, ignore_errors=True)
         report.directories += 1
 

@@ -101,8 +101,12 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     ha = ScriptedHA(cluster, proxy, timeline, detect=plan.detect_policy(), rewire=plan.rewire)
     driver = WorkloadDriver(
         proxy.rw_dsn,
-        WorkloadOptions(workers=plan.workers, scale=cluster.spec.scale, rate=plan.rate,
-                        statement_timeout_s=plan.statement_timeout_s),
+        WorkloadOptions(
+            workers=plan.workers,
+            scale=cluster.spec.scale,
+            rate=plan.rate,
+            statement_timeout_s=plan.statement_timeout_s,
+        ),
     )
     new_primary = None
     sampler = Sampler(proxy.sample, on_error=proxy.failed_sample)

@@ -74,8 +74,10 @@ def pgha_slo(request: pytest.FixtureRequest) -> Generator[SloChecker, None, None
 def validate_options(config: pytest.Config) -> None:
     """Malformed --pgha-slo / ini pgha_slo bounds are usage errors, found at start."""
     opts = pgha_config.options(config)
-    for where, lines, source in (("ini pgha_slo", opts.slo_ini, "ini"),
-                                 ("--pgha-slo", opts.slo_cli, "cli")):
+    for where, lines, source in (
+        ("ini pgha_slo", opts.slo_ini, "ini"),
+        ("--pgha-slo", opts.slo_cli, "cli"),
+    ):
         try:
             parse_lines(lines, source=source)  # type: ignore[arg-type]
         except PghaConfigError as error:

@@ -12,6 +12,8 @@ from cluster_helpers import can_connect, count, eventually
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.pstree import process_tree, processes_inside
+from pytest_pgha.sandbox.sysv import _attached as attached
+from pytest_pgha.sandbox.sysv import segment_of
 
 
 def test_names_ports_and_pids(pair: Cluster) -> None:
@@ -103,12 +105,15 @@ def test_teardown_after_kill_and_freeze_leaves_nothing(fresh: Cluster) -> None:
     primary, frozen, _ = fresh.nodes
     with primary.connect("app"):  # a backend the crash orphans
         primary.freeze()  # ... and freezes: it cannot even notice the crash
+        segment = segment_of(primary.datadir)
+        assert segment is not None
         primary.kill()
         frozen.freeze()
         assert processes_inside(primary.datadir)
         fresh.stop()
         assert all(not node.running() for node in fresh.nodes)
         assert processes_inside(fresh.workdir) == []
+        assert attached(*segment) is None  # the crashed postmaster's SysV segment
 
 
 def test_bad_stop_mode_and_signal_name(pair: Cluster) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from pathlib import Path
 
 import psutil
 import psycopg
@@ -12,6 +14,7 @@ from cluster_helpers import count
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.lsn import int_to_lsn, lsn_to_int
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.sandbox.pstree import process_tree
 from pytest_pgha.sandbox.runas import service_identity
 
 
@@ -137,3 +140,18 @@ def test_distinct_ports_and_directories(streaming: Cluster) -> None:
     assert len({node.port for node in streaming.nodes}) == 3
     assert len({node.datadir for node in streaming.nodes}) == 3
     assert all(node.datadir.parent == streaming.workdir for node in streaming.nodes)
+
+
+def test_dynamic_shared_memory_goes_with_the_data_directory(streaming: Cluster) -> None:
+    """POSIX segments would live in /dev/shm, and every immediate shutdown or crash
+    (what teardown and fault tests do) would leak some there."""
+    mapped: set[str] = set()
+    for node in streaming.nodes:
+        assert node.value("SHOW dynamic_shared_memory_type") == "mmap"
+        assert node.pid is not None
+        for proc in process_tree(node.pid):
+            with contextlib.suppress(psutil.NoSuchProcess):  # a backend just ending
+                mapped |= {m.path for m in proc.memory_maps() if "mmap." in m.path}
+    assert mapped, "no dynamic shared memory segment mapped at all"
+    assert all(Path(path).parent.name == "pg_dynshmem" for path in mapped)
+    assert all(Path(path).parent.parent.parent == streaming.workdir for path in mapped)

@@ -13,6 +13,8 @@ import pytest
 
 from pytest_pgha.cluster.binaries import embedded_bindir, missing_programs
 from pytest_pgha.sandbox.pstree import processes_inside
+from pytest_pgha.sandbox.sysv import _attached as attached
+from pytest_pgha.sandbox.sysv import segment_of
 
 PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
 
@@ -72,6 +74,16 @@ def start_holding_run(workdir: Path, basedir: Path) -> tuple[subprocess.Popen[by
     )
     pids = [int(p) for p in wait_for_file(ready, proc).split()]
     return proc, pids
+
+
+def segments_under(basedir: Path) -> list[tuple[int, int]]:
+    """The SysV segments the postmasters under basedir named in postmaster.pid."""
+    found = (segment_of(pid_file.parent) for pid_file in basedir.rglob("postmaster.pid"))
+    return [segment for segment in found if segment is not None]
+
+
+def segment_exists(segment: tuple[int, int]) -> bool:
+    return attached(*segment) is not None
 
 
 def postgres_inside(basedir: Path) -> list[psutil.Process]:

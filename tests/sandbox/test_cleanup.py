@@ -16,6 +16,8 @@ from sandbox_helpers import (
     inner_bindir,
     leftovers,
     postgres_inside,
+    segment_exists,
+    segments_under,
     start_holding_run,
     wait_for_file,
 )
@@ -73,10 +75,13 @@ def test_sigkilled_run_is_reaped_by_the_next_run(
     holder.wait(10)
     _orphans(inner_basedir, pids)
     assert leftovers(inner_basedir)["runs"] != []
+    segments = segments_under(inner_basedir)
+    assert len(segments) == 3
     pytester.makepyfile(test_next="def test_nothing(): pass")
     result = pytester.runpytest_subprocess(f"--pgha-basedir={inner_basedir}", "test_next.py")
     result.assert_outcomes(passed=1)
     assert leftovers(inner_basedir) == NOTHING_LEFT
+    assert not any(segment_exists(s) for s in segments)  # the killed postmasters SysV
 
 
 def test_reap_orphans_by_hand_after_a_killed_script(tmp_path: Path, inner_basedir: Path) -> None:
@@ -91,10 +96,12 @@ def test_reap_orphans_by_hand_after_a_killed_script(tmp_path: Path, inner_basedi
     script.kill()
     script.wait(10)
     _orphans(inner_basedir, pids)
+    segments = segments_under(inner_basedir)
     report = reap_orphans(inner_basedir)
     assert report.processes >= 2 and report.directories == 1
     assert "reaped" in str(report)
     assert leftovers(inner_basedir) == NOTHING_LEFT
+    assert segments and not any(segment_exists(s) for s in segments)
     assert reap_orphans(inner_basedir).processes == 0  # idempotent
 
 
