@@ -3,24 +3,22 @@ itself (the restart window, measured as ProxySQL's "faster restart" article does
 
 import pytest
 
+# Pgpool-II sends each session's BEGIN/COMMIT to its load-balance standby as well, so
+# a write session whose load-balance node dies fails once, then reconnects: which
+# sessions are hit is chance, how often is bounded.
+WRITE_ERRORS_ON_REPLICA_LOSS = {"pgpool": "<= workers"}
 
-@pytest.mark.slo(error_count_post_inject="== 0", reads_resume_ms="<= 1500")
-def test_replica_loss(pgha_failover, pgha_proxy, trial, request):
+
+@pytest.mark.slo(reads_resume_ms="<= 1500")
+def test_replica_loss(pgha_failover, pgha_proxy, pgha_slo, trial):
     if pgha_proxy.ro_dsn is None:
         pytest.skip(f"{pgha_proxy.kind} has no read path in this configuration")
-    if pgha_proxy.kind == "pgpool":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="Pgpool-II sends BEGIN/COMMIT to each session's load-balance "
-                "standby too, so a dead standby breaks write transactions as well",
-            )
-        )
     result = pgha_failover.replica_loss(
         rate=trial["rate"], warmup_s=trial["warmup_s"], settle_s=trial["settle_s"]
     )
+    allowed = WRITE_ERRORS_ON_REPLICA_LOSS.get(pgha_proxy.kind, "== 0")
+    pgha_slo.check(result.writes, error_count_post_inject=allowed, workers_lost="== 0")
     assert result.reads.ok_post_inject > 0
-    assert result.writes.workers_lost == 0
 
 
 @pytest.mark.slo(unavailable_ms="<= 1500")

@@ -120,8 +120,9 @@ def test_impossible_options_fail_with_one_clear_message(
 ) -> None:
     fake = _fake_bindir(pytester.path)
     pytester.makepyfile(test_inner=BAD_OPTIONS.format(fake=fake))
+    # -rN: pytest's short summary repeats each message (in full when CI is set).
     result = pytester.runpytest(
-        f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}", "-rE"
+        f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}", "-rN"
     )
     result.assert_outcomes(errors=8)
     output = result.stdout.str()
