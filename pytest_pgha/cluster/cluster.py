@@ -151,8 +151,10 @@ class Cluster:
                 return node
         raise KeyError(f"no node {name!r}; nodes are {[n.name for n in self.nodes]}")
 
-    def promote(self, node: Node) -> None:
-        node.promote()
+    def promote(self, node: Node, *, kept: bool = False) -> None:
+        """Promote node (through its kept session with kept=True) and make it the
+        cluster's primary."""
+        node.promote(kept=kept)
         self.primary = node
 
     def rejoin(self, node: Node, *, rewind: bool = True, timeout: float = 60.0) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +80,8 @@ class Node:
         self.log_path = datadir.parent / f"{name}.log"
         self._process: ManagedProcess | None = None
         self.upstream: Node | None = None
+        self._kept: psycopg.Connection[Any] | None = None
+        self._kept_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<Node {self.name} port={self.port}>"
@@ -107,16 +111,46 @@ class Node:
         *,
         user: str = "postgres",
         dbname: str = "app",
+        kept: bool = False,
     ) -> list[tuple[Any, ...]]:
-        """Run one statement in a short-lived session and return its rows."""
+        """Run one statement and return its rows: in a short-lived session, or with
+        kept=True in the node's kept-open superuser session, as an HA agent watching
+        the node holds one (a new SCRAM login costs milliseconds on a busy machine,
+        inside the failover window the harness measures)."""
+        if kept:
+            return self._kept_sql(query, params)
         with self.connect(user, dbname) as conn:
             # bytes: psycopg's signature wants a LiteralString, a run-time query is not.
             cursor = conn.execute(query.encode(), params)
             return cursor.fetchall() if cursor.description else []
 
-    def value(self, query: str, params: Sequence[Any] | None = None) -> Any:
-        rows = self.sql(query, params)
+    def value(self, query: str, params: Sequence[Any] | None = None, *, kept: bool = False) -> Any:
+        rows = self.sql(query, params, kept=kept)
         return rows[0][0] if rows else None
+
+    def open_kept_session(self) -> None:
+        """Open the kept session now (before a fault), so that using it costs no login."""
+        with self._kept_lock:
+            if self._kept is None or self._kept.closed or self._kept.broken:
+                self._kept = self.connect()
+
+    def _kept_sql(self, query: str, params: Sequence[Any] | None) -> list[tuple[Any, ...]]:
+        self.open_kept_session()
+        with self._kept_lock:
+            assert self._kept is not None
+            try:
+                cursor = self._kept.execute(query.encode(), params)
+                return cursor.fetchall() if cursor.description else []
+            except psycopg.OperationalError:
+                self._kept.close()
+                self._kept = None
+                raise
+
+    def close_kept_session(self) -> None:
+        with self._kept_lock:
+            if self._kept is not None:
+                self._kept.close()
+                self._kept = None
 
     # -- process control --------------------------------------------------------------
     @property
@@ -218,6 +252,8 @@ class Node:
         if self._process is None:
             return
         self._thaw_all()
+        with contextlib.suppress(psycopg.Error):
+            self.close_kept_session()
         self._process.stop(signal.SIGQUIT, timeout=10)
         kill_inside(self.datadir)
         release_segment(self.datadir)  # a crashed postmaster's: nobody else would
@@ -226,12 +262,13 @@ class Node:
     def is_in_recovery(self) -> bool:
         return bool(self.value("SELECT pg_is_in_recovery()"))
 
-    def wal_positions(self) -> WalPositions:
+    def wal_positions(self, *, kept: bool = False) -> WalPositions:
         row = self.sql(
             "SELECT pg_is_in_recovery(),"
             " CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn() END,"
             " CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_insert_lsn() END,"
-            " pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()"
+            " pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()",
+            kept=kept,
         )[0]
         return WalPositions(bool(row[0]), *(lsn_to_int(v) for v in row[1:]))
 
@@ -251,9 +288,9 @@ class Node:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     # -- roles -----------------------------------------------------------------------
-    def promote(self, timeout: int = 60) -> None:
+    def promote(self, timeout: int = 60, *, kept: bool = False) -> None:
         """pg_promote(wait => true): returns once the node accepts writes."""
-        if not self.value("SELECT pg_promote(true, %s)", [timeout]):
+        if not self.value("SELECT pg_promote(true, %s)", [timeout], kept=kept):
             raise ClusterError(
                 f"{self.name} did not finish promotion within {timeout}s:\n{self.logs(20)}"
             )

@@ -21,6 +21,9 @@ FOLLOW_DONE = "follow_done"
 class HAManager(Protocol):
     kind: str
 
+    def prepare(self) -> None:
+        """Get ready before the fault (connections, agents), outside the measured window."""
+
     def start_failover(self, inject: Event, *, planned: bool = False) -> None:
         """React to a lost primary in the background, recording each phase."""
 

@@ -73,6 +73,12 @@ class ScriptedHA:
         self._closed = threading.Event()
 
     # -- the protocol --------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Open a session to every standby before the fault, as a running HA agent has
+        them: logins then cost nothing inside the failover window."""
+        for node in self.cluster.replicas:
+            node.open_kept_session()
+
     def start_failover(self, inject: Event, *, planned: bool = False) -> None:
         self._thread = threading.Thread(
             target=self._run, args=(inject, planned), name="pgha-ha", daemon=True
@@ -109,7 +115,7 @@ class ScriptedHA:
         self.timeline.record(base.DETECT, planned=planned)
         new = self._decide(exclude=old)
         self.timeline.record(base.PROMOTE_START, node=new.name)
-        self.cluster.promote(new)
+        self.cluster.promote(new, kept=True)
         self.timeline.record(base.PROMOTE_DONE, node=new.name)
         self._rewire(new)
         if self.follow:
@@ -137,7 +143,7 @@ class ScriptedHA:
             if node is exclude or not node.running():
                 continue
             try:
-                wal = node.wal_positions()
+                wal = node.wal_positions(kept=True)
             except Exception:  # an unreachable standby is no candidate
                 continue
             if wal.in_recovery:

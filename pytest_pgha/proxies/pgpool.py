@@ -53,6 +53,9 @@ PCP_TIMEOUT_S = 5.0
 # After a detach, Pgpool asks the nodes pg_is_in_recovery() once a second: a node
 # promoted before rewire() is found in the first or second round.
 SEARCH_WAIT_S = 2.5
+# After pcp_promote_node Pgpool restarts every child; children stuck on a frozen old
+# primary make that slow.
+PROMOTE_WAIT_S = 10.0
 # The sampler: libpq's smallest connect_timeout, a pause between reconnects, and a
 # bound on the PCP fallback.
 PROBE_CONNECT_TIMEOUT_S = 2
@@ -339,7 +342,7 @@ class PgpoolProxy(Proxy):
             # refuses to promote a node that is already its primary.
             if not _is_primary(self.nodes(), target):
                 raise
-        if not self._wait_primary(target, SEARCH_WAIT_S):
+        if not self._wait_primary(target, PROMOTE_WAIT_S):
             raise ProxyError(f"pgpool did not take node {target} as primary: {self.nodes()}")
 
     def _node_id(self, name: str) -> int:

@@ -111,6 +111,7 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     new_primary = None
     sampler = Sampler(proxy.sample, on_error=proxy.failed_sample)
     try:
+        ha.prepare()
         with sampler, driver:
             time.sleep(plan.warmup_s)
             inject = inject_fault(cluster, timeline)
