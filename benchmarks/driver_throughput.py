@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,15 +34,25 @@ COMMIT;
 """
 
 
-def driver_tps(dsn: str, clients: int, seconds: float) -> float:
+def cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def driver_tps(dsn: str, clients: int, seconds: float) -> tuple[float, float]:
+    """Transactions per second, and the driver's CPU microseconds per transaction."""
+    before = cpu_s(resource.RUSAGE_SELF)
     driver = WorkloadDriver(dsn, WorkloadOptions(workers=clients))
     driver.start()
     time.sleep(seconds)
     driver.stop()
-    return driver.ok_count() / seconds
+    done = driver.ok_count()
+    return done / seconds, (cpu_s(resource.RUSAGE_SELF) - before) / done * 1e6
 
 
-def pgbench_tps(cluster: Cluster, clients: int, seconds: float) -> float:
+def pgbench_tps(cluster: Cluster, clients: int, seconds: float) -> tuple[float, float]:
+    """Transactions per second, and pgbench's CPU microseconds per transaction."""
+    before = cpu_s(resource.RUSAGE_CHILDREN)
     script = cluster.workdir / "update.sql"
     script.write_text(SCRIPT.format(scale=cluster.spec.scale))
     threads = min(clients, os.cpu_count() or 1)
@@ -71,7 +82,8 @@ def pgbench_tps(cluster: Cluster, clients: int, seconds: float) -> float:
     match = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)
     if not match:
         raise RuntimeError(f"no tps in pgbench's output:\n{out}")
-    return float(match.group(1))
+    tps = float(match.group(1))
+    return tps, (cpu_s(resource.RUSAGE_CHILDREN) - before) / (tps * seconds) * 1e6
 
 
 def main() -> int:
@@ -90,11 +102,15 @@ def main() -> int:
         sandbox.test_dir("driver-throughput"),
     )
     cluster.start()
-    drivers, pgbenches = [], []
+    drivers, pgbenches, driver_cpu, pgbench_cpu = [], [], [], []
     try:
         for _ in range(args.rounds):  # alternate, so drift hits both alike
-            drivers.append(driver_tps(cluster.primary.dsn(), args.clients, args.seconds))
-            pgbenches.append(pgbench_tps(cluster, args.clients, args.seconds))
+            tps, cpu = driver_tps(cluster.primary.dsn(), args.clients, args.seconds)
+            drivers.append(tps)
+            driver_cpu.append(cpu)
+            tps, cpu = pgbench_tps(cluster, args.clients, args.seconds)
+            pgbenches.append(tps)
+            pgbench_cpu.append(cpu)
     finally:
         cluster.stop()
         cluster.remove()
@@ -112,6 +128,8 @@ def main() -> int:
                 "pgbench_tps_median": round(pgbench, 1),
                 "ratio": round(driver / pgbench, 3),
                 "target_ratio": 0.9,
+                "driver_cpu_us_per_txn": round(statistics.median(driver_cpu), 1),
+                "pgbench_cpu_us_per_txn": round(statistics.median(pgbench_cpu), 1),
                 "driver_tps": [round(x, 1) for x in drivers],
                 "pgbench_tps": [round(x, 1) for x in pgbenches],
             }
