@@ -2,17 +2,27 @@
 experiment (SIGKILL of the postmaster, scripted detect / promote / rewire) as a test.
 
 Default SLOs: writes resume within the detection time plus the proxy's recovery
-budget (suites/failover/conftest.py: 1.2 s; 1.6 s for HAProxy, 2.5 s for Pgpool-II);
+budget (suites/failover/conftest.py: 1.2 s; 1.6 s for HAProxy, 5.5 s for Pgpool-II);
 no worker is lost; at most one in-flight error per worker (retries of a fail-fast
 proxy during the outage are counted apart, as retry_errors).
 """
 
 import pytest
 
+# Promoting at once after the kill sometimes waits out the standby's
+# wal_retrieve_retry_interval (5 s by default): the standby retries its dead primary
+# before it notices the promote request. Seen here in about one trial in eight.
+RETRY_INTERVAL_MS = 5000
+
 # (how the HA manager detects, the most that detection may take in ms)
 DETECTION = [
     pytest.param(({"detect_delay_s": 1.0}, 1000), id="detect-1s"),
-    pytest.param(({"detect_delay_s": 0.0}, 0), id="detect-0s"),
+    pytest.param(({"detect_delay_s": 0.0}, RETRY_INTERVAL_MS), id="detect-0s"),
+    pytest.param(
+        ({"detect_delay_s": 0.0}, 100),
+        id="detect-0s-retry-100ms",
+        marks=pytest.mark.pgha_cluster(settings={"wal_retrieve_retry_interval": "100ms"}),
+    ),
     # A probe every 200 ms notices the dead postmaster at the next probe.
     pytest.param(({"probe_interval_s": 0.2}, 200), id="probe-200ms"),
 ]
@@ -24,7 +34,9 @@ def test_unplanned_primary_loss(
     pgha_failover, pgha_cluster, pgha_slo, trial, detection, recovery_budget_ms
 ):
     how, detection_ms = detection
-    result = pgha_failover.failover(fault="kill_primary", **how, **trial)
+    # Long enough to see writes resume even after a wal_retrieve_retry_interval wait.
+    settle = {"settle_s": max(trial["settle_s"], (detection_ms + recovery_budget_ms) / 1000)}
+    result = pgha_failover.failover(fault="kill_primary", **how, **{**trial, **settle})
     pgha_slo.check(result.metrics, writes_resume_ms=f"<= {detection_ms + recovery_budget_ms}")
 
     topology = pgha_cluster.topology()
