@@ -11,6 +11,7 @@ from pytest_pgha.timeline import Event
 # Phase events, in order. metrics.failover attributes the write stall to them.
 DETECT = "detect"
 DECIDE = "decide"
+FENCE = "fence"
 PROMOTE_START = "promote_start"
 PROMOTE_DONE = "promote_done"
 REWIRE_START = "rewire_start"

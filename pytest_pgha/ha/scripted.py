@@ -54,6 +54,7 @@ class ScriptedHA:
         detect: DetectPolicy | None = None,
         rewire: RewirePath = "explicit",
         follow: bool = True,
+        fence: bool = True,
     ) -> None:
         if rewire == "monitor" and proxy is not None and not proxy.has_monitor:
             raise PghaConfigError.invalid(
@@ -67,6 +68,7 @@ class ScriptedHA:
         self.detect = detect or DetectPolicy()
         self.rewire_path = rewire
         self.follow = follow
+        self.fence = fence
         self._thread: threading.Thread | None = None
         self._result: Node | None = None
         self._error: BaseException | None = None
@@ -113,6 +115,11 @@ class ScriptedHA:
         if not planned:
             self._detect(old, inject)
         self.timeline.record(base.DETECT, planned=planned)
+        if self.fence and not planned:
+            # A primary declared dead must stay dead: a frozen one would otherwise
+            # wake up still taking writes (split brain) and keep proxies' sessions
+            # hanging on it.
+            self.timeline.record(base.FENCE, node=old.name, killed=old.fence())
         new = self._decide(exclude=old)
         self.timeline.record(base.PROMOTE_START, node=new.name)
         self.cluster.promote(new, kept=True)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Literal
 
+import psycopg
+
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.report.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
@@ -180,6 +182,26 @@ class Proxy(ABC):
         self.process.start()
         wait_listening(self.settings.listen_port, self.process, timeout=timeout)
         self.after_start()
+        self.wait_serving(timeout)
+
+    def wait_serving(self, timeout: float) -> None:
+        """Listening is not serving (Pgpool-II forks its children after it listens, a
+        pooler may still log in to its backend): wait until a query through the
+        read-write endpoint succeeds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.rw_dsn, autocommit=True) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.Error as error:
+                if time.monotonic() > deadline:
+                    log = _tail(self.log_path)
+                    raise ProxyError(
+                        f"{self.kind} listens but serves no query after "
+                        f"{timeout:.0f}s ({error}); its log:\n{log}"
+                    ) from None
+                time.sleep(0.01)
 
     def env(self) -> dict[str, str]:
         return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}

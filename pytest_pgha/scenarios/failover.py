@@ -38,6 +38,10 @@ class TrialPlan:
     # The workload's client-side statement timeout: what unblocks a worker stuck on a
     # frozen server (the kernel keeps ACKing, so TCP never fails by itself).
     statement_timeout_s: float | None = 5.0
+    # After the HA manager finished, wait up to this long for every worker to commit
+    # again, then settle_s more: short trials when the stack recovers fast, the whole
+    # tail when it does not.
+    recovery_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -118,6 +122,7 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
             if fault.loses_primary:
                 ha.start_failover(inject, planned=fault.planned)
                 new_primary = ha.wait(plan.failover_timeout_s).name
+                _await_recovery(driver, plan)
             time.sleep(plan.settle_s)
             until_us = time.time_ns() // 1000
     finally:
@@ -136,6 +141,13 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     return TrialResult(
         plan, proxy.kind, records, sampler.samples, events, inject, metrics, gap, new_primary
     )
+
+
+def _await_recovery(driver: WorkloadDriver, plan: TrialPlan) -> None:
+    since_us = time.time_ns() // 1000
+    deadline = time.monotonic() + plan.recovery_timeout_s
+    while driver.workers_recovered(since_us) < plan.workers and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def server_write_gap(stack: Stack, inject: Event, until_us: int) -> float | None:

@@ -21,11 +21,11 @@ def test_replica_loss(pgha_failover, pgha_proxy, pgha_slo, trial):
     assert result.reads.ok_post_inject > 0
 
 
-@pytest.mark.slo(unavailable_ms="<= 1500")
-def test_proxy_crash_restart_window(pgha_failover, pgha_proxy):
+def test_proxy_crash_restart_window(pgha_failover, pgha_proxy, pgha_slo, restart_budget_ms):
     if pgha_proxy.kind == "direct":
         pytest.skip("the direct baseline has no proxy to crash")
     result = pgha_failover.restart_window(interval_s=0.002, before_s=0.5, after_s=1.0)
+    pgha_slo.check(result.metrics_json(), unavailable_ms=f"<= {restart_budget_ms}")
     report = result.report
     assert report.failed > 0, "the prober never noticed the crash"
     assert report.ok > 0 and report.unavailable_ms is not None
