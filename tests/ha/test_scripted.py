@@ -34,11 +34,13 @@ def test_promotes_the_most_advanced_standby(pgha_cluster):
     assert names(timeline) == [
         "inject",
         "detect",
+        "fence",
         "decide",
         "promote_start",
         "promote_done",
         "follow_done",
     ]
+    assert timeline.first("fence").detail["killed"] == 0  # SIGKILLed already
 
 
 def test_a_frozen_primary_is_detected_by_probe_and_fenced(pgha_cluster):
