@@ -117,12 +117,14 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     try:
         ha.prepare()
         with sampler, driver:
+            # The warm-up counts from a running workload: every worker committed once.
+            _await_all_workers(driver, plan, driver.started_us)
             time.sleep(plan.warmup_s)
             inject = inject_fault(cluster, timeline)
             if fault.loses_primary:
                 ha.start_failover(inject, planned=fault.planned)
                 new_primary = ha.wait(plan.failover_timeout_s).name
-                _await_recovery(driver, plan)
+                _await_all_workers(driver, plan, time.time_ns() // 1000)
             time.sleep(plan.settle_s)
             until_us = time.time_ns() // 1000
     finally:
@@ -143,8 +145,8 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     )
 
 
-def _await_recovery(driver: WorkloadDriver, plan: TrialPlan) -> None:
-    since_us = time.time_ns() // 1000
+def _await_all_workers(driver: WorkloadDriver, plan: TrialPlan, since_us: int) -> None:
+    """Until every worker committed after since_us, at most recovery_timeout_s."""
     deadline = time.monotonic() + plan.recovery_timeout_s
     while driver.workers_recovered(since_us) < plan.workers and time.monotonic() < deadline:
         time.sleep(0.02)

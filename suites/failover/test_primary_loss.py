@@ -9,22 +9,22 @@ proxy during the outage are counted apart, as retry_errors).
 
 import pytest
 
-# Promoting at once after the kill sometimes waits out the standby's
-# wal_retrieve_retry_interval (5 s by default): the standby retries its dead primary
-# before it notices the promote request. Seen here in about one trial in eight.
-RETRY_INTERVAL_MS = 5000
+# Promoting soon after the kill sometimes waits out the standby's
+# wal_retrieve_retry_interval: PostgreSQL's default 5 s here (the suite's clusters use
+# 100 ms, see conftest.py). Seen in about one trial in eight.
+DEFAULT_RETRY_INTERVAL_MS = 5000
 
 # (how the HA manager detects, the most that detection may take in ms)
 DETECTION = [
     pytest.param(({"detect_delay_s": 1.0}, 1000), id="detect-1s"),
-    pytest.param(({"detect_delay_s": 0.0}, RETRY_INTERVAL_MS), id="detect-0s"),
+    pytest.param(({"detect_delay_s": 0.0}, 100), id="detect-0s"),
     pytest.param(
-        ({"detect_delay_s": 0.0}, 100),
-        id="detect-0s-retry-100ms",
-        marks=pytest.mark.pgha_cluster(settings={"wal_retrieve_retry_interval": "100ms"}),
+        ({"detect_delay_s": 0.0}, DEFAULT_RETRY_INTERVAL_MS),
+        id="detect-0s-default-retry",
+        marks=pytest.mark.pgha_cluster(settings={"wal_retrieve_retry_interval": "5s"}),
     ),
     # A probe every 200 ms notices the dead postmaster at the next probe.
-    pytest.param(({"probe_interval_s": 0.2}, 200), id="probe-200ms"),
+    pytest.param(({"probe_interval_s": 0.2}, 300), id="probe-200ms"),
 ]
 
 
