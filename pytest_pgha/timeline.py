@@ -12,6 +12,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The names of the events a trial's timeline holds, in order: the fault's inject,
+# then the HA manager's phases. Metrics attribute the write stall to them.
+INJECT = "inject"
+DETECT = "detect"
+FENCE = "fence"
+DECIDE = "decide"
+PROMOTE_START = "promote_start"
+PROMOTE_DONE = "promote_done"
+REWIRE_START = "rewire_start"
+REWIRE_DONE = "rewire_done"
+FOLLOW_DONE = "follow_done"
+
 
 def now_epoch_us() -> int:
     return time.time_ns() // 1000

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import shutil
 import subprocess
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -369,9 +368,3 @@ def _check_setting_names(
 
 def _normalised(value: Any) -> str:
     return " ".join(str(value or "").replace('"', "").split()).lower()
-
-
-def timed_start(cluster: Cluster) -> float:
-    started = time.perf_counter()
-    cluster.start()
-    return time.perf_counter() - started

@@ -22,12 +22,11 @@ from pytest_pgha.cluster.template import (
     Credentials,
     base_env,
     run_as,
-    tail,
     wait_ready,
 )
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.sandbox.process import ManagedProcess
+from pytest_pgha.sandbox.process import ManagedProcess, tail_log
 from pytest_pgha.sandbox.pstree import kill_inside, process_tree, signal_inside, signal_tree
 from pytest_pgha.sandbox.sysv import release_segment
 
@@ -300,7 +299,7 @@ class Node:
 
     def logs(self, lines: int | None = None) -> str:
         if lines is not None:
-            return tail(self.log_path, lines)
+            return tail_log(self.log_path, lines)
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     # -- roles -----------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.postmaster import pid_file_status
 from pytest_pgha.errors import ClusterError
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.sandbox.process import ManagedProcess
+from pytest_pgha.sandbox.process import ManagedProcess, tail_log
 from pytest_pgha.sandbox.runas import Identity
 
 WAL_SEGMENT_MB = 1
@@ -254,16 +254,9 @@ def wait_ready(
         if not process.running():
             raise ClusterError(
                 f"postgres in {datadir} exited with code {process.returncode()}"
-                f" while starting; its log ends with:\n{tail(log)}"
+                f" while starting; its log ends with:\n{tail_log(log)}"
             )
         time.sleep(0.003)
     raise ClusterError(
-        f"postgres in {datadir} not ready after {timeout:.0f}s; its log:\n{tail(log)}"
+        f"postgres in {datadir} not ready after {timeout:.0f}s; its log:\n{tail_log(log)}"
     )
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"

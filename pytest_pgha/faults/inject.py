@@ -8,9 +8,7 @@ from dataclasses import dataclass
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.proxies.base import Proxy
-from pytest_pgha.timeline import Event, Timeline
-
-INJECT = "inject"
+from pytest_pgha.timeline import INJECT, Event, Timeline
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,6 @@ from typing import Protocol
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.timeline import Event
 
-# Phase events, in order. metrics.failover attributes the write stall to them.
-DETECT = "detect"
-DECIDE = "decide"
-FENCE = "fence"
-PROMOTE_START = "promote_start"
-PROMOTE_DONE = "promote_done"
-REWIRE_START = "rewire_start"
-REWIRE_DONE = "rewire_done"
-FOLLOW_DONE = "follow_done"
-
 
 class HAManager(Protocol):
     kind: str

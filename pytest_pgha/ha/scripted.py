@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_pgha import timeline as phase
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.errors import ClusterError, PghaConfigError
-from pytest_pgha.ha import base
 from pytest_pgha.ha.probe import postmaster_answers
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.timeline import Event, Timeline
@@ -114,16 +114,16 @@ class ScriptedHA:
         old = self.cluster.primary
         if not planned:
             self._detect(old, inject)
-        self.timeline.record(base.DETECT, planned=planned)
+        self.timeline.record(phase.DETECT, planned=planned)
         if self.fence and not planned:
             # A primary declared dead must stay dead: a frozen one would otherwise
             # wake up still taking writes (split brain) and keep proxies' sessions
             # hanging on it.
-            self.timeline.record(base.FENCE, node=old.name, killed=old.fence())
+            self.timeline.record(phase.FENCE, node=old.name, killed=old.fence())
         new = self._decide(exclude=old)
-        self.timeline.record(base.PROMOTE_START, node=new.name)
+        self.timeline.record(phase.PROMOTE_START, node=new.name)
         self.cluster.promote(new, kept=True)
-        self.timeline.record(base.PROMOTE_DONE, node=new.name)
+        self.timeline.record(phase.PROMOTE_DONE, node=new.name)
         self._rewire(new)
         if self.follow:
             self._follow(new, old)
@@ -159,7 +159,7 @@ class ScriptedHA:
             raise ClusterError("no standby left to promote")
         chosen = max(positions, key=lambda name: positions[name])
         self.timeline.record(
-            base.DECIDE,
+            phase.DECIDE,
             node=chosen,
             lsns={n: [f"{a:X}", f"{b:X}"] for n, (a, b) in positions.items()},
         )
@@ -169,12 +169,12 @@ class ScriptedHA:
         proxy = self.proxy
         if proxy is None or proxy.kind == "direct":
             return  # clients find the new primary themselves
-        self.timeline.record(base.REWIRE_START, path=self.rewire_path, node=new.name)
+        self.timeline.record(phase.REWIRE_START, path=self.rewire_path, node=new.name)
         if self.rewire_path == "explicit":
             proxy.rewire(new.name)
         else:
             self._await_monitor(proxy, new)
-        self.timeline.record(base.REWIRE_DONE, path=self.rewire_path, node=new.name)
+        self.timeline.record(phase.REWIRE_DONE, path=self.rewire_path, node=new.name)
 
     def _await_monitor(self, proxy: Proxy, new: Node, timeout: float = 60.0) -> None:
         address = f"127.0.0.1:{new.port}"
@@ -196,4 +196,4 @@ class ScriptedHA:
             if node in (new, old) or not node.running():
                 continue
             node.follow(new)
-        self.timeline.record(base.FOLLOW_DONE, node=new.name)
+        self.timeline.record(phase.FOLLOW_DONE, node=new.name)

@@ -28,16 +28,15 @@ from pytest_pgha.metrics.buckets import (
     post_inject_buckets,
     validate_bucket_ms,
 )
-from pytest_pgha.timeline import Event
+from pytest_pgha.timeline import (
+    DETECT,
+    PROMOTE_DONE,
+    PROMOTE_START,
+    REWIRE_DONE,
+    REWIRE_START,
+    Event,
+)
 from pytest_pgha.workload.records import Outcome, TxRecord
-
-# Event names the HA managers record on the timeline.
-INJECT = "inject"
-DETECT = "detect"
-PROMOTE_START = "promote_start"
-PROMOTE_DONE = "promote_done"
-REWIRE_START = "rewire_start"
-REWIRE_DONE = "rewire_done"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import psycopg
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.report.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.sandbox.process import ManagedProcess
+from pytest_pgha.sandbox.process import ManagedProcess, tail_log
 from pytest_pgha.timeline import now_epoch_us
 
 Role = Literal["primary", "replica"]
@@ -112,20 +112,13 @@ def wait_listening(port: int, process: ManagedProcess, *, timeout: float = 15.0)
         if not process.running():
             raise ProxyError(
                 f"{process.label} exited with code {process.returncode()} while "
-                f"starting; its log:\n{_tail(process.log_path)}"
+                f"starting; its log:\n{tail_log(process.log_path, 30)}"
             )
         time.sleep(0.002)
     raise ProxyError(
         f"{process.label} not listening on {port} after {timeout:.0f}s; its log:\n"
-        f"{_tail(process.log_path)}"
+        f"{tail_log(process.log_path, 30)}"
     )
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"
 
 
 class Proxy(ABC):
@@ -196,7 +189,7 @@ class Proxy(ABC):
                 return
             except psycopg.Error as error:
                 if time.monotonic() > deadline:
-                    log = _tail(self.log_path)
+                    log = tail_log(self.log_path, 30)
                     raise ProxyError(
                         f"{self.kind} listens but serves no query after "
                         f"{timeout:.0f}s ({error}); its log:\n{log}"

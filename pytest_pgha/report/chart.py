@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from pytest_pgha.report.samples import PROBE_FAILED, UNKNOWN, ProxySample
-from pytest_pgha.timeline import Event
+from pytest_pgha.timeline import INJECT, Event
 from pytest_pgha.workload.records import Outcome, TxRecord
 
 IntArray = npt.NDArray[np.int64]
@@ -186,7 +186,7 @@ def _draw_connections(ax: Axes, samples: Sequence[ProxySample], inject_us: int) 
 def _draw_events(axes: list[Axes], events: Sequence[Event], inject_us: int) -> None:
     for ax in axes:
         ax.axvline(0.0, color=_INJECT_COLOUR, linestyle="--", linewidth=1.2, label="inject")
-    phases = [e for e in events if e.name != "inject"]
+    phases = [e for e in events if e.name != INJECT]
     styles = _phase_styles(phases)
     for event in phases:
         x = (event.epoch_us - inject_us) / 1e6

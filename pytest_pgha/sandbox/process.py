@@ -103,3 +103,11 @@ class ManagedProcess:
             with contextlib.suppress(OSError):
                 self._registry.remove(self._token)
             self._token = None
+
+
+def tail_log(path: Path, lines: int = 20) -> str:
+    """The last lines of a process's log, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_pgha.cluster.cluster import Cluster
-from pytest_pgha.cluster.node import Node
 from pytest_pgha.proxies.base import Backend, Proxy, ProxySettings
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import Timeline
@@ -55,7 +54,3 @@ def proxy_settings(
         pg_bindir=cluster.binaries.bindir,
     )
     return settings, ports
-
-
-def most_advanced(nodes: list[Node]) -> Node:
-    return max(nodes, key=lambda n: n.wal_positions().most_advanced)

@@ -22,7 +22,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,13 +264,3 @@ def _shutdown_fd(fd: int) -> None:
         pass
     finally:
         sock.detach()  # libpq owns the descriptor
-
-
-@contextmanager
-def running_workload(dsn: str, options: WorkloadOptions | None = None) -> Iterator[WorkloadDriver]:
-    driver = WorkloadDriver(dsn, options)
-    driver.start()
-    try:
-        yield driver
-    finally:
-        driver.stop()

@@ -7,19 +7,14 @@ binaries are missing with the command that installs them.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from cluster_helpers import VERSIONS, available, bindir_of
 
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.fixtures import pgha_cluster_factory
-from pytest_pgha.sandbox.context import reap_orphans
 
 
 @pytest.fixture(scope="module", params=sorted(VERSIONS))
@@ -89,15 +84,3 @@ def background() -> Generator[ThreadPoolExecutor, None, None]:
     pool = ThreadPoolExecutor(max_workers=4)
     yield pool
     pool.shutdown(wait=False, cancel_futures=True)
-
-
-@pytest.fixture
-def inner_basedir() -> Generator[Path, None, None]:
-    """A basedir for pytester runs: world-traversable (tmp_path is 0700, and the
-    service user must reach the data directories), on /dev/shm when there is one."""
-    parent = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    path = Path(tempfile.mkdtemp(prefix="pgha-test-", dir=parent))
-    path.chmod(0o755)
-    yield path
-    reap_orphans(path, everything=True)
-    shutil.rmtree(path, ignore_errors=True)

@@ -12,9 +12,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pytest_pgha.proxies.base import Backend, ProxySettings
+from pytest_pgha.proxies.base import ProxySettings
 from pytest_pgha.proxies.pgcat import PgCatProxy
 from pytest_pgha.report.samples import WRITER_UP
+from pytest_pgha.scenarios.stack import backends_of
 
 BINARY = PgCatProxy.locate()
 
@@ -54,15 +55,7 @@ def pgcat(pgha_cluster: Any, pgha_sandbox: Any) -> Iterator[PgCatProxy]:
         listen_port=ports[0],
         # PgCat's admin console shares the client port; the second one stays unused.
         admin_port=ports[1],
-        backends=tuple(
-            Backend(
-                node.name,
-                "127.0.0.1",
-                node.port,
-                "primary" if node is pgha_cluster.primary else "replica",
-            )
-            for node in pgha_cluster.nodes
-        ),
+        backends=backends_of(pgha_cluster),
         app_password=pgha_cluster.credentials.app,
         monitor_password=pgha_cluster.credentials.monitor,
         admin_password=secrets.token_urlsafe(12),

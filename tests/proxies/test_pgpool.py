@@ -27,6 +27,7 @@ from pytest_pgha.proxies.pgpool import (
 )
 from pytest_pgha.report.samples import WRITER_UP
 from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.scenarios.stack import backends_of
 
 BINARY = PgpoolProxy.locate()
 live = pytest.mark.skipif(BINARY is None, reason=PgpoolProxy.install_hint)
@@ -271,15 +272,7 @@ def start_pgpool(pgha_cluster: Cluster, pgha_sandbox: SandboxContext) -> Iterato
             workdir=pgha_sandbox.test_dir(name),
             listen_port=ports[0],
             admin_port=ports[1],
-            backends=tuple(
-                Backend(
-                    node.name,
-                    "127.0.0.1",
-                    node.port,
-                    "primary" if node is pgha_cluster.primary else "replica",
-                )
-                for node in pgha_cluster.nodes
-            ),
+            backends=backends_of(pgha_cluster),
             app_password=pgha_cluster.credentials.app,
             monitor_password=pgha_cluster.credentials.monitor,
             monitor=monitor,
