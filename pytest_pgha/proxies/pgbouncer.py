@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pytest_pgha.proxies.admin import AdminConsole, ConsoleProxy
+from pytest_pgha.proxies.admin import ConsoleProxy
 from pytest_pgha.proxies.base import Backend, ProxySettings
 from pytest_pgha.proxies.confsyntax import require_backend
 from pytest_pgha.report.samples import ProxySample
@@ -85,12 +85,13 @@ class PgBouncerProxy(ConsoleProxy):
         self._writer = require_backend(self.settings, new_primary)
         (self.settings.workdir / "pgbouncer.ini").write_text(self._ini(self._writer))
         db = self.settings.database
-        pausing = AdminConsole(self.admin_dsn())
-        if _run_with_timeout(lambda: pausing.query(f"PAUSE {db}"), PAUSE_TIMEOUT_S):
-            pausing.close()
-        else:
-            # The PAUSE session finishes by itself once KILL released the servers.
-            self.admin_command(f"KILL {db}")
+        if not _run_with_timeout(lambda: self.admin_command(f"PAUSE {db}"), PAUSE_TIMEOUT_S):
+            # The PAUSE finishes by itself once KILL released the servers.
+            killing = self.new_console()
+            try:
+                self.admin_command(f"KILL {db}", console=killing)
+            finally:
+                killing.close()
         self.admin_command("RELOAD", f"RESUME {db}")
 
     def sample(self) -> ProxySample:

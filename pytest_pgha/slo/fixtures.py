@@ -65,9 +65,7 @@ def pgha_slo(request: pytest.FixtureRequest) -> Generator[SloChecker, None, None
     if checker.results:
         session.add_entry(
             request.config,
-            SummaryEntry(
-                request.node.nodeid, {}, result_dicts(checker.results), {"source": "code"}
-            ),
+            SummaryEntry(request.node.nodeid, {}, result_dicts(checker.results)),
         )
 
 

@@ -223,3 +223,27 @@ def test_pgha_slo_fixture_checks_from_code(pytester: pytest.Pytester, run_basedi
     section = terminal_section(result)
     assert "PASS test_code.py::test_met writes_resume_ms 100 <= 160" in section
     assert "FAIL test_code.py::test_violated writes_resume_ms 100 <= 50" in section
+
+
+def test_marker_and_code_checks_of_one_trial_share_its_entry(
+    pytester: pytest.Pytester, run_basedir: Path
+) -> None:
+    pytester.makepyfile(
+        test_both=f"""
+        import pytest
+
+        @pytest.mark.slo(workers_lost="== 0")
+        def test_failover(pgha_failover, pgha_slo):
+            result = pgha_failover.failover({TRIAL})
+            pgha_slo.check(result.metrics, writes_resume_ms="<= 60000")
+        """
+    )
+    result = run(pytester, run_basedir, "--pgha-proxies=direct")
+    assert result.ret == pytest.ExitCode.OK, output(result)
+    _, entry = only_entry(pytester, "test_both.py::test_failover[direct]")
+    assert [(r["metric"], r["source"]) for r in entry["slo_results"]] == [
+        ("workers_lost", "marker"),
+        ("writes_resume_ms", "code"),
+    ]
+    assert entry["metrics"]["writes_resume_ms"] > 0
+    assert entry["parameters"]["proxy"] == "direct"

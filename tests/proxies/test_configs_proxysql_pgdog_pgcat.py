@@ -382,8 +382,11 @@ def test_proxysql_rewire_sends_the_statements_and_drops_the_old_primary(
     sent: list[str] = []
 
     class FakeConsole:
-        def __init__(self, dsn: str) -> None:
+        def __init__(self, dsn: str, **options: object) -> None:
             assert "port=21001" in dsn and "dbname=admin" in dsn
+
+        def open(self) -> None:
+            return None
 
         def query(self, sql: str) -> list[dict[str, str | None]]:
             sent.append(sql)
@@ -394,6 +397,7 @@ def test_proxysql_rewire_sends_the_statements_and_drops_the_old_primary(
 
     monkeypatch.setattr("pytest_pgha.proxies.admin.AdminConsole", FakeConsole)
     proxy = make(ProxySQLProxy, make_settings(tmp_path))
+    proxy.after_start()  # opens the kept admin sessions
     expected = proxy.rewire_statements("node1")
     proxy.rewire("node1")
     assert sent == expected
