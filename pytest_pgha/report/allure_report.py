@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_pgha.report.samples import ProxySample
 from pytest_pgha.timeline import Event
-from pytest_pgha.workload.records import TxRecord
+from pytest_pgha.workload.records import TxRecord, write_log
 
 CSV_COLUMNS = (
     "client_id",
@@ -83,6 +83,11 @@ def attach_failover_report(
         name="transactions.csv",
         attachment_type=allure.attachment_type.CSV,
     )
+    allure.attach(
+        records_pgbench_log(records),
+        name="transactions.log (pgbench -l)",
+        attachment_type=allure.attachment_type.TEXT,
+    )
     _attach_json("timeline", [event.to_json() for event in events])
     if samples:
         _attach_json("proxy samples", [sample.to_json() for sample in samples])
@@ -132,6 +137,13 @@ def records_csv(records: Iterable[TxRecord]) -> str:
         )
         for r in records
     )
+    return out.getvalue()
+
+
+def records_pgbench_log(records: Iterable[TxRecord]) -> str:
+    """The transaction log in pgbench's `-l` format (read back by records.read_log)."""
+    out = io.StringIO()
+    write_log(records, out)
     return out.getvalue()
 
 

@@ -25,7 +25,7 @@ from pytest_pgha.report.summary import (
     write_summary,
 )
 from pytest_pgha.timeline import Event
-from pytest_pgha.workload.records import Outcome, TxRecord
+from pytest_pgha.workload.records import Outcome, TxRecord, read_log
 
 INJECT_US = 1_700_000_000_000_000
 WORKERS = 8
@@ -304,10 +304,17 @@ def test_attachments_land_in_alluredir(pytester: pytest.Pytester) -> None:
     assert {
         "metrics",
         "transactions.csv",
+        "transactions.log (pgbench -l)",
         "timeline",
         "proxy samples",
         "failover chart",
     } <= attachments
     assert {"note", "postgres.log"} <= attachments
+    (log_source,) = [
+        a["source"] for a in result["attachments"] if a["name"].endswith("(pgbench -l)")
+    ]
+    logged = list(read_log(results / log_source))
+    assert len(logged) == 2000 and all(r.outcome is Outcome.OK for r in logged)
+    assert logged[0].latency_us == 300
     # The inner session unregistered its listener: the outer run is as it was.
     assert allure_report.allure_enabled() is outer_enabled
