@@ -80,7 +80,7 @@ def test_pgcat_general(tmp_path: Path) -> None:
         "admin_username": "admin",
         "admin_password": "admin-secret",
         "enable_prometheus_exporter": False,
-        "connect_timeout": 1000,
+        "connect_timeout": 300,
         "healthcheck_timeout": 500,
         "healthcheck_delay": 100,
         "ban_time": 10,
