@@ -54,6 +54,8 @@ class HAProxyProxy(Proxy):
             "defaults",
             "    mode tcp",
             f"    timeout connect {self._option('timeout_connect')}",
+            f"    retries {self._option('retries')}",
+            "    option redispatch",
             "    timeout client 1h",
             "    timeout server 1h",
             "    timeout check 1s",

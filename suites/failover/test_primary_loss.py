@@ -2,9 +2,9 @@
 experiment (SIGKILL of the postmaster, scripted detect / promote / rewire) as a test.
 
 Default SLOs: writes resume within the detection time plus the proxy's recovery
-budget (suites/failover/conftest.py: 1.2 s; 1.6 s for HAProxy, 7 s for Pgpool-II); no
-worker is lost; at most one in-flight error per worker (retries of a fail-fast proxy
-during the outage are counted apart, as retry_errors).
+budget (suites/failover/conftest.py: 1.2 s; 7 s for Pgpool-II); no worker is lost; at
+most one in-flight error per worker (retries of a fail-fast proxy during the outage
+are counted apart, as retry_errors).
 """
 
 import pytest

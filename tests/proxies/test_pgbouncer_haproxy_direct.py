@@ -57,6 +57,7 @@ def test_haproxy_explicit_has_one_writer_and_checks_the_read_pool():
     assert "stats socket ipv4@127.0.0.1:6433 level admin" in cfg
     assert "bind 127.0.0.1:6434" in cfg and "server node1 127.0.0.1:5434 check" in cfg
     assert "external-check" not in cfg
+    assert "timeout connect 250ms" in cfg and "retries 1" in cfg
 
 
 def test_haproxy_monitor_checks_every_node_for_the_primary():
@@ -154,3 +155,15 @@ def test_a_crashed_proxy_restarts_on_its_config(started):
         write_once(started.rw_dsn)
     started.restart()
     assert wait_for_write(started.rw_dsn)
+
+
+@pytest.mark.parametrize("started", [("haproxy", False)], ids=["haproxy"], indirect=True)
+def test_haproxy_retries_a_dead_writer_as_configured(started, pgha_cluster):
+    """A client that connects while the writer is down is turned away after one retry
+    (HAProxy's default is 3, at min(timeout connect, 1 s) each): HAProxy's own
+    counters say how many attempts it made."""
+    pgha_cluster.primary.kill()
+    with pytest.raises(psycopg.OperationalError):
+        write_once(started.rw_dsn)
+    (writer,) = [r for r in started.stats() if r["svname"] == "writer"]
+    assert (writer["econ"], writer["wretr"]) == ("1", "1")
