@@ -16,8 +16,8 @@ from pytest_pgha.proxies.base import Proxy, ProxySettings
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.process import tail_log
 
-# A loaded PgBouncer now and then closes an admin login before it completes (seen about
-# once in forty failovers under `-n 4`); nothing has run yet, so a new login is safe.
+# A PgBouncer busy with a reconnect storm now and then closes an admin login before it
+# completes (seen under `-n 4`); nothing has run yet, so logging in again is safe.
 LOGIN_ATTEMPTS = 3
 LOGIN_RETRY_DELAY_S = 0.05
 
