@@ -194,7 +194,7 @@ class Node:
     def wait_ready(self, timeout: float = 60.0) -> None:
         if self._process is None:
             raise ClusterError(f"{self.name} was never started")
-        wait_ready(self.datadir, self._process, self.log_path, timeout=timeout)
+        wait_ready(self.datadir, self._process, timeout=timeout)
 
     def start(self, timeout: float = 60.0) -> None:
         self.launch()

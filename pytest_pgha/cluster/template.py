@@ -16,7 +16,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.postmaster import pid_file_status
 from pytest_pgha.errors import ClusterError
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.sandbox.process import ManagedProcess, tail_log
+from pytest_pgha.sandbox.process import ManagedProcess
 from pytest_pgha.sandbox.runas import Identity
 
 WAL_SEGMENT_MB = 1
@@ -180,7 +179,7 @@ def _populate(
     )
     server.start()
     try:
-        wait_ready(datadir, server, log, timeout=60)
+        wait_ready(datadir, server, timeout=60)
         conninfo = (
             f"host=127.0.0.1 port={port} user=postgres dbname=postgres "
             f"password={credentials.postgres}"
@@ -241,22 +240,19 @@ def _drop_wal_before(datadir: Path, redo_file: str) -> None:
 def wait_ready(
     datadir: Path,
     process: ManagedProcess,
-    log: Path,
     *,
     timeout: float,
     accept: tuple[str, ...] = ("ready", "standby"),
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         status = pid_file_status(datadir)
-        if status and status[0] == process.pid and status[1] in accept:
-            return
-        if not process.running():
-            raise ClusterError(
-                f"postgres in {datadir} exited with code {process.returncode()}"
-                f" while starting; its log ends with:\n{tail_log(log)}"
-            )
-        time.sleep(0.003)
-    raise ClusterError(
-        f"postgres in {datadir} not ready after {timeout:.0f}s; its log:\n{tail_log(log)}"
+        return bool(status and status[0] == process.pid and status[1] in accept)
+
+    process.wait_until(
+        ready,
+        who=f"postgres in {datadir}",
+        waiting_for="ready",
+        timeout=timeout,
+        interval=0.003,
+        error=ClusterError,
     )

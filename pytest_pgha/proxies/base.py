@@ -103,21 +103,18 @@ def find_program(
 
 
 def wait_listening(port: int, process: ManagedProcess, *, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         with socket.socket() as sock:
             sock.settimeout(0.2)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        if not process.running():
-            raise ProxyError(
-                f"{process.label} exited with code {process.returncode()} while "
-                f"starting; its log:\n{tail_log(process.log_path, 30)}"
-            )
-        time.sleep(0.002)
-    raise ProxyError(
-        f"{process.label} not listening on {port} after {timeout:.0f}s; its log:\n"
-        f"{tail_log(process.log_path, 30)}"
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    process.wait_until(
+        listening,
+        who=process.label,
+        waiting_for=f"listening on {port}",
+        timeout=timeout,
+        interval=0.002,
+        error=ProxyError,
     )
 
 

@@ -7,7 +7,8 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -66,6 +67,32 @@ class ManagedProcess:
 
     def returncode(self) -> int | None:
         return None if self._popen is None else self._popen.poll()
+
+    def wait_until(
+        self,
+        ready: Callable[[], bool],
+        *,
+        who: str,
+        waiting_for: str,
+        timeout: float,
+        interval: float,
+        error: type[Exception],
+    ) -> None:
+        """Poll ready() until it holds. If the process exits first, or timeout passes,
+        raise error naming `who`, with the end of the process's log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            if not self.running():
+                raise error(
+                    f"{who} exited with code {self.returncode()} while starting; its log "
+                    f"ends with:\n{tail_log(self.log_path, 30)}"
+                )
+            time.sleep(interval)
+        raise error(
+            f"{who} not {waiting_for} after {timeout:.0f}s; its log:\n{tail_log(self.log_path, 30)}"
+        )
 
     def send_signal(self, signum: int) -> None:
         if self.running():
