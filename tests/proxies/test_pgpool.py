@@ -8,6 +8,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from pytest_pgha.proxies.pgpool import (
 )
 from pytest_pgha.report.samples import WRITER_UP
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.scenarios.stack import backends_of
+from pytest_pgha.scenarios.stack import proxy_settings
 
 BINARY = PgpoolProxy.locate()
 live = pytest.mark.skipif(BINARY is None, reason=PgpoolProxy.install_hint)
@@ -267,17 +268,11 @@ def start_pgpool(pgha_cluster: Cluster, pgha_sandbox: SandboxContext) -> Iterato
 
     def start(name: str, *, monitor: bool, options: dict[str, str] | None = None) -> PgpoolProxy:
         assert BINARY is not None
-        ports = [pgha_sandbox.ports.reserve(f"pgpool-{role}") for role in ("listen", "pcp")]
-        settings = ProxySettings(
-            workdir=pgha_sandbox.test_dir(name),
-            listen_port=ports[0],
-            admin_port=ports[1],
-            backends=backends_of(pgha_cluster),
-            app_password=pgha_cluster.credentials.app,
-            monitor_password=pgha_cluster.credentials.monitor,
-            monitor=monitor,
-            options=options or {},
+        settings, ports = proxy_settings(
+            pgha_cluster, pgha_sandbox, "pgpool", monitor=monitor, options=options
         )
+        # A directory per name: some tests need a long path on purpose.
+        settings = replace(settings, workdir=pgha_sandbox.test_dir(name))
         proxy = PgpoolProxy(settings, pgha_sandbox, BINARY)
         started.append((proxy, ports))
         proxy.start()
