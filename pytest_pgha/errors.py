@@ -37,3 +37,8 @@ class ClusterError(PghaError):
 
 class ProxyError(PghaError):
     """A proxy failed to start or to accept its configuration."""
+
+
+class RunnerTooBusy(PghaError):
+    """The harness's own timing error was too large to judge the stack by: a verdict
+    about the runner, never about the stack."""

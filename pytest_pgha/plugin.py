@@ -21,6 +21,7 @@ from pytest_pgha.cluster.fixtures import (  # noqa: F401  (fixtures are found by
     pgha_sandbox,
 )
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.lag import prioritise_session, restore_session
 from pytest_pgha.proxies.fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
 from pytest_pgha.report import session as run_summary
 from pytest_pgha.report.summary import (
@@ -43,6 +44,7 @@ MARKERS = (
     "pgha_proxy(monitor=False, options={}): how the test's proxy is configured",
 )
 WORKEROUTPUT_KEY = "pgha_summary"
+SESSION_NICENESS_KEY = pytest.StashKey["int | None"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,6 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
         workerinput: dict[str, Any] = config.workerinput  # type: ignore[attr-defined]
         config.stash[RUN_ID_KEY] = workerinput["pgha_run_id"]
         return
+    # The harness's session is favoured over the servers' (pytest_pgha.lag): its
+    # instruments and the workload's clock must wake on time on a busy runner.
+    config.stash[SESSION_NICENESS_KEY] = prioritise_session()
     # The controller (or a plain run) owns the run: it reaps what killed runs left,
     # and registers its run directory so that a SIGKILLed run's is reaped next time.
     run_id = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -150,6 +155,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    restore_session(config.stash.get(SESSION_NICENESS_KEY, None))
     if pgha_config.STASH_KEY not in config.stash or RUN_ID_KEY not in config.stash:
         return
     opts = pgha_config.options(config)

@@ -12,6 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_pgha.lag import LagMeter
+
 # The names of the events a trial's timeline holds, in order: the fault's inject,
 # then the HA manager's phases. Metrics attribute the write stall to them.
 INJECT = "inject"
@@ -43,11 +45,13 @@ class Event:
 
 
 class Timeline:
-    """Thread-safe, append-only list of events of one test."""
+    """Thread-safe, append-only list of events of one test, and how late the harness
+    ran the actions it planned (`lag`)."""
 
     def __init__(self) -> None:
         self._events: list[Event] = []
         self._lock = threading.Lock()
+        self.lag = LagMeter()
 
     def record(self, name: str, **detail: Any) -> Event:
         event = Event(name, now_epoch_us(), time.monotonic_ns(), dict(detail))

@@ -163,6 +163,16 @@ class Cluster:
         self.wait_streaming([node], timeout=timeout)
         return output
 
+    def heal(self, timeout: float = 60.0) -> list[str]:
+        """Back to full strength after a failover: every standby that is not running
+        (a fenced or stopped old primary) rejoins the current primary, pg_rewind first.
+        Returns the names of the nodes that rejoined."""
+        down = [node for node in self.replicas if not node.running()]
+        for node in down:
+            node.rejoin(self.primary, timeout=timeout)
+        self.wait_streaming(self.replicas, timeout=timeout)
+        return [node.name for node in down]
+
     def multi_host_dsn(
         self,
         user: str = "app",

@@ -73,6 +73,8 @@ class Node:
         self.name = name
         self.datadir = datadir
         self.port = port
+        # Where clients reach the node; every sandboxed node listens on loopback only.
+        self.host = "127.0.0.1"
         self.binaries = binaries
         self.credentials = credentials
         self._context = context
@@ -89,7 +91,7 @@ class Node:
     # -- connecting -----------------------------------------------------------------
     def dsn(self, user: str = "app", dbname: str = "app", **params: object) -> str:
         parts = {
-            "host": "127.0.0.1",
+            "host": self.host,
             "port": self.port,
             "user": user,
             "dbname": dbname,
@@ -235,11 +237,14 @@ class Node:
             signal_tree(self._process.pid, signal.SIGCONT)
             signal_inside(self.datadir, signal.SIGCONT)
 
-    def kill(self) -> None:
-        """SIGKILL the postmaster: to PostgreSQL, a power loss."""
+    def kill(self, *, wait: bool = True) -> None:
+        """SIGKILL the postmaster: to PostgreSQL, a power loss. Without wait, return
+        as soon as the signal is sent (a fault inside a measured window: whoever acts
+        next must not wait for the kernel to reap it)."""
         self.signal(signal.SIGKILL)
         assert self._process is not None
-        self._process.wait(5.0)
+        if wait:
+            self._process.wait(5.0)
 
     def fence(self) -> int:
         """STONITH: SIGKILL the postmaster and every process under it, frozen or not

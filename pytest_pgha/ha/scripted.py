@@ -14,6 +14,7 @@ from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.ha.probe import postmaster_answers
+from pytest_pgha.lag import prioritise
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.timeline import Event, Timeline
 
@@ -105,6 +106,7 @@ class ScriptedHA:
 
     # -- the phases ------------------------------------------------------------------------
     def _run(self, inject: Event, planned: bool) -> None:
+        prioritise()
         try:
             self._result = self.fail_over(inject, planned=planned)
         except BaseException as error:  # handed to wait() in the test's thread
@@ -131,17 +133,20 @@ class ScriptedHA:
 
     def _detect(self, old: Node, inject: Event) -> None:
         policy = self.detect
+        lag = self.timeline.lag
         if policy.delay_s is not None:
-            remaining = inject.monotonic_ns / 1e9 + policy.delay_s - time.monotonic()
-            self._closed.wait(max(0.0, remaining))
+            planned = inject.monotonic_ns + int(policy.delay_s * 1e9)
+            lag.sleep_until(planned, "detect", self._closed, overdue_counts=True)
             return
         assert policy.probe_interval_s is not None
+        interval_ns = int(policy.probe_interval_s * 1e9)
         failures = 0
         while failures < policy.failures and not self._closed.is_set():
-            started = time.monotonic()
-            ok = postmaster_answers("127.0.0.1", old.port, policy.probe_interval_s)
+            started = time.monotonic_ns()
+            ok = postmaster_answers(old.host, old.port, policy.probe_interval_s)
             failures = 0 if ok else failures + 1
-            self._closed.wait(max(0.0, policy.probe_interval_s - (time.monotonic() - started)))
+            if failures < policy.failures:
+                lag.sleep_until(started + interval_ns, "probe", self._closed)
 
     def _decide(self, exclude: Node) -> Node:
         """The most advanced standby by received, then replayed, LSN."""
@@ -177,7 +182,7 @@ class ScriptedHA:
         self.timeline.record(phase.REWIRE_DONE, path=self.rewire_path, node=new.name)
 
     def _await_monitor(self, proxy: Proxy, new: Node, timeout: float = 60.0) -> None:
-        address = f"127.0.0.1:{new.port}"
+        address = f"{new.host}:{new.port}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._closed.is_set():
             try:

@@ -42,3 +42,12 @@ def largest_commit_gap_ms(
     times = sorted({t for t in commit_times_us if low <= t <= high})
     gaps = [b - a for a, b in pairwise(times) if b > around_us]
     return round(max(gaps) / 1000, 1) if gaps else None
+
+
+def first_commit_after_ms(
+    commit_times_us: Sequence[int], *, after_us: int, inject_us: int
+) -> float | None:
+    """ms from the inject to the first commit at or after ``after_us`` (the promotion's
+    start: nothing commits on a standby before it is promoted). None if none did."""
+    first = min((t for t in commit_times_us if t >= after_us), default=None)
+    return None if first is None else round((first - inject_us) / 1000, 1)

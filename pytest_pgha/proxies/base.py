@@ -218,6 +218,20 @@ class Proxy(ABC):
             self.process.stop(signal.SIGKILL, timeout=1)  # reap the crashed group
         self.start(timeout)
 
+    def reconfigure(self, backends: tuple[Backend, ...], timeout: float = 15.0) -> None:
+        """Start afresh in front of `backends` (a healed cluster): stop, forget what the
+        proxy remembered about the old nodes, render the new configuration, start."""
+        self.stop()
+        if self.process is not None:
+            self.process.stop(signal.SIGKILL, timeout=1)
+        self.settings = replace(self.settings, backends=backends)
+        self.forget_state()
+        self.start(timeout)
+
+    def forget_state(self) -> None:
+        """Hook: drop state the proxy keeps across restarts (none by default)."""
+        return
+
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process and self.process.running() else None

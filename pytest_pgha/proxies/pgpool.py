@@ -263,6 +263,10 @@ class PgpoolProxy(Proxy):
             # SIGINT is the fast one (main.c, -m fast).
             self.process.stop(signal.SIGINT, timeout=10)
 
+    def forget_state(self) -> None:
+        # pgpool_status keeps detached nodes detached across restarts (see argv).
+        (self.settings.workdir / "pgpool_status").unlink(missing_ok=True)
+
     @property
     def ro_dsn(self) -> str | None:
         # The same port: Pgpool sends SELECTs outside write transactions to a standby.

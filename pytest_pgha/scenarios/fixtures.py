@@ -26,12 +26,17 @@ from pytest_pgha.report.allure_report import (
     attach_text,
 )
 from pytest_pgha.report.summary import SummaryEntry
-from pytest_pgha.scenarios.failover import TrialPlan, TrialResult, run_failover_trial
+from pytest_pgha.scenarios.failover import (
+    RunnerTooBusyError,
+    TrialPlan,
+    TrialResult,
+    run_failover,
+)
 from pytest_pgha.scenarios.replica_loss import ReplicaLossResult, run_replica_loss
 from pytest_pgha.scenarios.restart import RestartResult, run_restart_window
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.slo.fixtures import bounds_for, result_dicts
-from pytest_pgha.slo.judge import SloViolation, judge
+from pytest_pgha.slo.judge import SloResult, SloViolation, judge
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.records import TxRecord
 
@@ -60,16 +65,14 @@ class ScenarioRunner:
                 f"pgha_failover.failover(): {error}; options are "
                 f"{', '.join(TrialPlan.__dataclass_fields__)}"
             ) from None
-        result = run_failover_trial(self.stack, trial_plan)
-        self._report(
-            result.metrics_json(),
-            result.parameters(),
-            result.records,
-            result.samples,
-            result.events,
-            result.inject,
-            trial_plan.bucket_ms,
-        )
+        try:
+            result = run_failover(self.stack, trial_plan)
+        except RunnerTooBusyError as too_busy:
+            # Shown and summarised like any trial, but judged by no SLO: the figures
+            # say how busy the runner was, not how good the stack is.
+            self._report(too_busy.result, trial_plan, judge=False)
+            raise
+        self._report(result, trial_plan)
         return result
 
     def restart_window(self, **options: Any) -> RestartResult:
@@ -89,7 +92,7 @@ class ScenarioRunner:
         opts = pgha_config.options(self.request.config)
         result = run_replica_loss(self.stack, **{"bucket_ms": opts.bucket_ms, **options})
         parameters = {"proxy": self.stack.proxy.kind, "fault": "kill_replica"}
-        self._report(
+        self._attach_and_judge(
             result.metrics_json(),
             parameters,
             result.read_records,
@@ -101,7 +104,19 @@ class ScenarioRunner:
         return result
 
     # -- what every scenario does with its result --------------------------------------------
-    def _report(
+    def _report(self, result: TrialResult, plan: TrialPlan, *, judge: bool = True) -> None:
+        self._attach_and_judge(
+            result.metrics_json(),
+            result.parameters(),
+            result.records,
+            result.samples,
+            result.events,
+            result.inject,
+            plan.bucket_ms,
+            judge=judge,
+        )
+
+    def _attach_and_judge(
         self,
         metrics: dict[str, Any],
         parameters: Mapping[str, object],
@@ -110,6 +125,8 @@ class ScenarioRunner:
         events: list[Event],
         inject: Event,
         bucket_ms: int,
+        *,
+        judge: bool = True,
     ) -> None:
         if allure_enabled():
             from pytest_pgha.report.chart import render_failover_chart
@@ -132,7 +149,10 @@ class ScenarioRunner:
                 parameters=parameters,
             )
             self._attach_logs()
-        self._judge(metrics, parameters)
+        if judge:
+            self._judge(metrics, parameters)
+        else:
+            self._record(metrics, parameters, [])
 
     def _attach_basic(
         self, metrics: dict[str, Any], parameters: Mapping[str, object], events: list[Event]
@@ -159,11 +179,17 @@ class ScenarioRunner:
         item = self.request.node
         bounds = bounds_for(item, applies_to=frozenset(metrics))
         results = judge(metrics, bounds)
+        self._record(metrics, parameters, results)
+        if not all(r.passed for r in results):
+            raise SloViolation(results)
+
+    def _record(
+        self, metrics: dict[str, Any], parameters: Mapping[str, object], results: list[SloResult]
+    ) -> None:
+        item = self.request.node
         session.add_entry(
             item.config, SummaryEntry(item.nodeid, metrics, result_dicts(results), dict(parameters))
         )
-        if not all(r.passed for r in results):
-            raise SloViolation(results)
 
 
 @pytest.fixture

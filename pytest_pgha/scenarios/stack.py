@@ -20,6 +20,14 @@ class Stack:
     def rw_dsn(self) -> str:
         return self.proxy.rw_dsn
 
+    def heal(self) -> list[str]:
+        """The stack at full strength again after a failover, for another trial: the
+        lost nodes rejoin as standbys and the proxy starts afresh in front of the
+        cluster as it is now. Returns the nodes that rejoined."""
+        rejoined = self.cluster.heal()
+        self.proxy.reconfigure(backends_of(self.cluster))
+        return rejoined
+
 
 def backends_of(cluster: Cluster) -> tuple[Backend, ...]:
     return tuple(

@@ -20,7 +20,7 @@ _COMPARE: dict[str, Callable[[float, float], bool]] = {
 }
 _UPPER = frozenset({"<=", "<"})
 # Metrics where -1 means "never disrupted".
-_RESUME_METRICS = frozenset({"writes_resume_ms", "reads_resume_ms"})
+_RESUME_METRICS = frozenset({"writes_resume_ms", "reads_resume_ms", "recovery_ms"})
 Measured: TypeAlias = int | float | None
 Metrics: TypeAlias = FailoverMetrics | Mapping[str, Measured]
 _HEADER = ("metric", "measured", "bound", "result")

@@ -3,6 +3,12 @@ endpoint, running pgbench's account UPDATE inside BEGIN..COMMIT. On any error a 
 records it, closes, reconnects and resumes, as production pools do (pgbench aborts the
 client instead, which would measure pgbench rather than the stack).
 
+The workers run as threads of a process of their own (`WorkloadDriver`), never in the
+harness's interpreter: right after a fault they storm-reconnect, and the HA manager,
+its probe and the proxy sampler must not wait for the interpreter lock then. The
+process measures its own scheduling error with a heartbeat (`pytest_pgha.lag`), since
+its clock stamps every transaction.
+
 The hot path talks to libpq through psycopg's `pgconn` (psycopg 3's libpq binding):
 its exec_() releases the GIL while it waits on the server. Connecting goes through
 psycopg.Connection, which waits without holding the GIL (a bare PQconnectdb would block
@@ -17,18 +23,26 @@ under reconnect storms, so the simple design stays.
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
+import os
 import random
+import resource
+import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
 
+import psutil
 import psycopg
 from psycopg import pq
 
-from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.errors import PghaConfigError, PghaError
+from pytest_pgha.lag import WORKLOAD_NICENESS, Heartbeat, LagMeter, LagSummary, prioritise
 from pytest_pgha.workload.errors import classify
 from pytest_pgha.workload.records import Outcome, TxRecord
 
@@ -64,15 +78,26 @@ class WorkloadOptions:
             raise PghaConfigError.invalid("rate", self.rate, "use a positive rate or None")
 
 
+Row = tuple[int, int, str, "str | None", bool]  # start_us, end_us, outcome, sqlstate, broken
+
+
 class _Worker:
     def __init__(
-        self, client_id: int, dsn: str, options: WorkloadOptions, stop: threading.Event
+        self,
+        client_id: int,
+        dsn: str,
+        options: WorkloadOptions,
+        stop: threading.Event,
+        last_ok: MutableSequence[int],
     ) -> None:
         self.client_id = client_id
         self.dsn = dsn
         self.options = options
         self.stop = stop
-        self.rows: list[tuple[int, int, str, str | None, bool]] = []
+        # Shared with the harness: end_us of this worker's latest transaction if it
+        # committed, 0 if it failed (what `workers_recovered` reads without a round trip).
+        self.last_ok = last_ok
+        self.rows: list[Row] = []
         self.in_flight_since_ns = 0  # wall clock; 0 when idle
         self.socket_fd: int = -1
         self.reconnects = 0
@@ -143,9 +168,9 @@ class _Worker:
                     result = exec_(b"COMMIT")
                     if result.status == _COMMAND_OK:
                         self.in_flight_since_ns = 0
-                        self.rows.append(
-                            (start_ns // 1000, time.time_ns() // 1000, "ok", None, False)
-                        )
+                        end_us = time.time_ns() // 1000
+                        self.rows.append((start_ns // 1000, end_us, "ok", None, False))
+                        self.last_ok[self.client_id] = end_us
                         return False
             sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
         except psycopg.Error:
@@ -161,7 +186,9 @@ class _Worker:
             result = pgconn.exec_(select)
             if result.status == _TUPLES_OK:
                 self.in_flight_since_ns = 0
-                self.rows.append((start_ns // 1000, time.time_ns() // 1000, "ok", None, False))
+                end_us = time.time_ns() // 1000
+                self.rows.append((start_ns // 1000, end_us, "ok", None, False))
+                self.last_ok[self.client_id] = end_us
                 return False
             sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
         except psycopg.Error:
@@ -176,23 +203,38 @@ class _Worker:
         broken = pgconn.status == pq.ConnStatus.BAD
         outcome = classify(stage, state, broken)
         self.rows.append((start, time.time_ns() // 1000, outcome.value, state, broken))
+        self.last_ok[self.client_id] = 0
         return True
 
-    def records(self) -> Iterator[TxRecord]:
-        for txn_no, (start, end, outcome, sqlstate, broken) in enumerate(self.rows):
-            yield TxRecord(self.client_id, txn_no, start, end, Outcome(outcome), sqlstate, broken)
+
+def _records(client_id: int, rows: list[Row]) -> Iterator[TxRecord]:
+    for txn_no, (start, end, outcome, sqlstate, broken) in enumerate(rows):
+        yield TxRecord(client_id, txn_no, start, end, Outcome(outcome), sqlstate, broken)
 
 
-class WorkloadDriver:
-    """Start with `with WorkloadDriver(dsn) as driver: ...`; read `driver.records()`."""
+def _merge(rows_by_worker: Iterable[tuple[int, list[Row]]]) -> list[TxRecord]:
+    merged = [r for client, rows in rows_by_worker for r in _records(client, rows)]
+    merged.sort(key=lambda r: (r.end_us, r.client_id))
+    return merged
 
-    def __init__(self, dsn: str, options: WorkloadOptions | None = None) -> None:
+
+class ThreadedWorkload:
+    """The workers as threads of the calling process. The harness runs them through
+    `WorkloadDriver`, in a process of their own; this is what runs there."""
+
+    def __init__(
+        self,
+        dsn: str,
+        options: WorkloadOptions | None = None,
+        last_ok: MutableSequence[int] | None = None,
+        client_ids: Sequence[int] | None = None,
+    ) -> None:
         self.dsn = dsn
         self.options = options or WorkloadOptions()
         self._stop = threading.Event()
-        self._workers = [
-            _Worker(i, dsn, self.options, self._stop) for i in range(self.options.workers)
-        ]
+        self.last_ok = last_ok if last_ok is not None else [0] * self.options.workers
+        ids = range(self.options.workers) if client_ids is None else client_ids
+        self._workers = [_Worker(i, dsn, self.options, self._stop, self.last_ok) for i in ids]
         self._threads = [
             threading.Thread(target=w.run, name=f"pgha-worker-{w.client_id}", daemon=True)
             for w in self._workers
@@ -216,7 +258,7 @@ class WorkloadDriver:
         self._watchdog.join(timeout=1)
         self.stopped_us = time.time_ns() // 1000
 
-    def __enter__(self) -> WorkloadDriver:
+    def __enter__(self) -> ThreadedWorkload:
         self.start()
         return self
 
@@ -232,24 +274,23 @@ class WorkloadDriver:
                 if since and now_ns - since > limit * 1e9 and worker.socket_fd >= 0:
                     _shutdown_fd(worker.socket_fd)
 
+    def rows(self) -> list[tuple[int, list[Row]]]:
+        return [(w.client_id, w.rows) for w in self._workers]
+
     def records(self) -> list[TxRecord]:
-        merged = [r for w in self._workers for r in w.records()]
-        merged.sort(key=lambda r: (r.end_us, r.client_id))
-        return merged
+        return _merge(self.rows())
 
     def reconnects(self) -> int:
         return sum(w.reconnects for w in self._workers)
 
-    def workers_recovered(self, since_us: int) -> int:
-        """Workers whose latest transaction committed after since_us."""
-        recovered = 0
-        for worker in self._workers:
-            last = worker.rows[-1] if worker.rows else None
-            recovered += bool(last and last[2] == "ok" and last[1] >= since_us)
-        return recovered
 
-    def ok_count(self) -> int:
-        return sum(1 for w in self._workers for row in w.rows if row[2] == "ok")
+def _alive(pid: int) -> bool:
+    """Whether the harness still runs. Not our parent: that is the forkserver, which
+    outlives the harness as long as its children hold its keep-alive pipe."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _shutdown_fd(fd: int) -> None:
@@ -264,3 +305,219 @@ def _shutdown_fd(fd: int) -> None:
         pass
     finally:
         sock.detach()  # libpq owns the descriptor
+
+
+class EventLike(Protocol):
+    def set(self) -> None: ...
+    def is_set(self) -> bool: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+@dataclass
+class WorkloadReport:
+    """What one workload process hands back when it stops."""
+
+    rows: list[tuple[int, list[Row]]]  # (client id, its rows)
+    lag: list[tuple[str, int, int]]  # its heartbeat: (source, monotonic ns, lateness ns)
+    cpu_s: float
+    reconnects: int
+
+
+STARTUP_TIMEOUT_S = 30.0
+RESULTS_TIMEOUT_S = 30.0
+_ORPHAN_CHECK_S = 0.1
+
+
+class _WorkloadProcess:
+    """One process of the workload, running some of its workers."""
+
+    def __init__(
+        self,
+        context: Any,
+        dsn: str,
+        options: WorkloadOptions,
+        last_ok: MutableSequence[int],
+        client_ids: list[int],
+    ) -> None:
+        self.stop_event = context.Event()
+        self.ready = context.Event()
+        self.results, sender = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=workload_process,
+            args=(
+                dsn,
+                options,
+                last_ok,
+                client_ids,
+                os.getpid(),
+                self.stop_event,
+                self.ready,
+                sender,
+            ),
+            name=f"pgha-workload-{client_ids[0]}",
+            daemon=True,
+        )
+        self.report: WorkloadReport | None = None
+
+    def collect(self, deadline: float) -> None:
+        try:
+            if self.results.poll(max(0.0, deadline - time.monotonic())):
+                self.report = self.results.recv()
+        except (EOFError, OSError):
+            pass
+        finally:
+            self.process.join(timeout=max(0.1, deadline - time.monotonic()))
+            if self.process.is_alive():
+                self.kill()
+            self.results.close()
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join()
+
+
+class WorkloadDriver:
+    """The workload in processes of its own, one per worker by default, as independent
+    application instances are: a reconnect storm (each login a SCRAM exchange computed
+    while holding the interpreter lock) then delays no other worker's clock. Use
+    `with WorkloadDriver(dsn) as driver:`; after the block, `records()` holds every
+    transaction."""
+
+    def __init__(
+        self, dsn: str, options: WorkloadOptions | None = None, workers_per_process: int = 1
+    ) -> None:
+        if workers_per_process < 1:
+            raise PghaConfigError.invalid(
+                "workers_per_process", workers_per_process, "use 1 or more"
+            )
+        self.dsn = dsn
+        self.options = options or WorkloadOptions()
+        # forkserver: a clean process with the driver imported forks each workload
+        # process (spawn would import psycopg once per worker; fork would copy the
+        # harness's running threads' state).
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])
+        self._last_ok = context.RawArray("q", self.options.workers)
+        ids = list(range(self.options.workers))
+        self._processes = [
+            _WorkloadProcess(
+                context, dsn, self.options, self._last_ok, ids[i : i + workers_per_process]
+            )
+            for i in range(0, len(ids), workers_per_process)
+        ]
+        self.started_us = 0
+        self.stopped_us = 0
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.process.pid for p in self._processes if p.process.pid is not None]
+
+    def start(self) -> None:
+        for worker in self._processes:
+            worker.process.start()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        for worker in self._processes:
+            if not worker.ready.wait(max(0.0, deadline - time.monotonic())):
+                for other in self._processes:
+                    other.kill()
+                raise PghaError(f"the workload processes did not start in {STARTUP_TIMEOUT_S:.0f}s")
+        self.started_us = time.time_ns() // 1000
+
+    def stop(self) -> None:
+        for worker in self._processes:
+            worker.stop_event.set()
+        deadline = time.monotonic() + RESULTS_TIMEOUT_S
+        for worker in self._processes:
+            worker.collect(deadline)
+        self.stopped_us = time.time_ns() // 1000
+        missing = [w.process.exitcode for w in self._processes if w.report is None]
+        if missing:
+            raise PghaError(
+                f"{len(missing)} workload process(es) ended without their log "
+                f"(exit codes {missing})"
+            )
+
+    def __enter__(self) -> WorkloadDriver:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def workers_recovered(self, since_us: int) -> int:
+        """Workers whose latest transaction committed after since_us (read from memory
+        the workload processes share, so asking costs no round trip)."""
+        return sum(1 for end_us in self._last_ok if end_us and end_us >= since_us)
+
+    def _reports(self) -> list[WorkloadReport]:
+        reports = [w.report for w in self._processes]
+        if any(r is None for r in reports):
+            raise PghaError("the workload has not run to its end yet")
+        return [r for r in reports if r is not None]
+
+    def records(self) -> list[TxRecord]:
+        return _merge(pair for report in self._reports() for pair in report.rows)
+
+    def ok_count(self) -> int:
+        return sum(
+            1 for r in self._reports() for _, rows in r.rows for row in rows if row[2] == "ok"
+        )
+
+    def reconnects(self) -> int:
+        return sum(r.reconnects for r in self._reports())
+
+    def lag(self, since_ns: int | None = None, until_ns: int | None = None) -> LagSummary:
+        """The workload processes' own scheduling error (their heartbeats) in a window
+        of the monotonic clock, which every process of the machine shares."""
+        return LagSummary.of(
+            s
+            for report in self._reports()
+            for s in report.lag
+            if (since_ns is None or s[1] >= since_ns) and (until_ns is None or s[1] <= until_ns)
+        )
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(r.cpu_s for r in self._reports())
+
+
+def workload_process(
+    dsn: str,
+    options: WorkloadOptions,
+    last_ok: MutableSequence[int],
+    client_ids: list[int],
+    harness_pid: int,
+    stop: EventLike,
+    ready: EventLike,
+    results: Connection,
+) -> None:
+    """The body of a workload process: run its workers until told to stop (or
+    orphaned), then hand their log back."""
+    # Ctrl-C reaches the whole process group: the harness decides when this one stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Before the workers start, so that they inherit it: the clock that stamps each
+    # transaction must not wait behind the servers under test.
+    prioritise(WORKLOAD_NICENESS)
+    # Rows are tuples of numbers and strings, nothing to collect; a collection pass
+    # over them would stall the clock for no gain in a process that lives seconds.
+    gc.disable()
+    meter = LagMeter()
+    workload = ThreadedWorkload(dsn, options, last_ok, client_ids)
+    with Heartbeat(meter):
+        workload.start()
+        ready.set()
+        while not stop.wait(_ORPHAN_CHECK_S):
+            if not _alive(harness_pid):
+                break
+        workload.stop()
+    if _alive(harness_pid):  # an orphan has nobody to report to
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        results.send(
+            WorkloadReport(
+                workload.rows(),
+                meter.samples(),
+                usage.ru_utime + usage.ru_stime,
+                workload.reconnects(),
+            )
+        )
+    results.close()

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import psycopg
 
 from pytest_pgha.errors import PghaConfigError, PghaError
+from pytest_pgha.lag import prioritise
 
 
 class EventLike(Protocol):
@@ -132,6 +133,7 @@ def probe_loop(
 ) -> None:
     """The prober process: probe until told to stop (or orphaned), then send the
     probes back as tuples."""
+    prioritise()
     parent = os.getppid()
     probes: list[tuple[int, int, bool]] = []
     ready.set()

@@ -24,7 +24,11 @@ from pytest_pgha.metrics.failover import (
     FailoverMetrics,
     compute_failover_metrics,
 )
-from pytest_pgha.metrics.server_gap import COMMIT_TIMES_SQL, largest_commit_gap_ms
+from pytest_pgha.metrics.server_gap import (
+    COMMIT_TIMES_SQL,
+    first_commit_after_ms,
+    largest_commit_gap_ms,
+)
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.records import Outcome, TxRecord
 
@@ -284,6 +288,21 @@ def test_phase_attribution() -> None:
     assert m.reconnect_ms_median == 453.5
 
 
+def test_recovery_is_the_stall_after_the_detection() -> None:
+    # Writes resume in the bucket at +1600; the HA manager declared the primary dead
+    # at +1000: the stack itself took 600 ms.
+    assert metrics_of(seed_log(), SEED_EVENTS).recovery_ms == 600.0
+    assert metrics_of(seed_log(), [event("detect", 1234.5)]).recovery_ms == 365.5
+
+
+def test_recovery_without_detection_or_resume_or_disruption() -> None:
+    assert metrics_of(seed_log(), []).recovery_ms is None
+    never = Log().ok(0, -1000, 0).add(0, 50, Outcome.FAILED)
+    assert metrics_of(never, [event("detect", 10)], until_us=at(2000)).recovery_ms is None
+    steady = Log().ok(0, -1000, 1000)
+    assert metrics_of(steady, [event("detect", 10)]).recovery_ms == -1
+
+
 def test_missing_phase_events_give_none() -> None:
     m = metrics_of(seed_log(), [event("detect", 900)])
     assert m.detect_ms == 900.0
@@ -317,12 +336,21 @@ def test_to_json_is_plain_json() -> None:
 def test_metric_names_and_docs_cover_the_numeric_fields() -> None:
     fields = {f.name for f in dataclasses.fields(FailoverMetrics)}
     assert fields - {"bucket_ms"} == set(METRIC_DOCS)
+    assert {"recovery_ms", "harness_lag_ms_max", "server_resume_ms"} <= fields
     assert set(METRIC_DOCS) | set(SCENARIO_METRIC_DOCS) == METRIC_NAMES
     assert "bucket" in METRIC_DOCS["writes_resume_ms"]
     assert all(doc and "\n" not in doc for doc in METRIC_DOCS.values())
 
 
 # --- server-side commit gap --------------------------------------------------------------
+
+
+def test_first_commit_after_the_promotion() -> None:
+    # A commit that the old primary made after the inject (its backends outlive a
+    # SIGKILLed postmaster for a moment) is not the new primary's.
+    times = [at(t) for t in (-100, 5, 1500, 1510)]
+    assert first_commit_after_ms(times, after_us=at(1100), inject_us=at(0)) == 1500.0
+    assert first_commit_after_ms(times, after_us=at(2000), inject_us=at(0)) is None
 
 
 def test_commit_gap_spanning_the_inject() -> None:

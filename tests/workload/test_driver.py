@@ -1,9 +1,13 @@
 """The workload driver against real servers: each error class comes from a real
 failure, not a mock."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from pytest_pgha.cluster.fixtures import pgha_cluster_factory
@@ -132,3 +136,59 @@ def test_stop_returns_while_workers_are_blocked():
     stopper.join(5)
     assert not stopper.is_alive()
     assert all(r.outcome is Outcome.CONNECT_FAILED for r in driver.records())
+
+
+def test_the_workers_run_in_a_process_of_their_own(pgha_cluster):
+    """The harness's interpreter keeps no worker thread: its instruments never wait
+    for the interpreter lock behind a reconnect storm."""
+    started_us = time.time_ns() // 1000
+    with WorkloadDriver(pgha_cluster.primary.dsn(), WorkloadOptions(workers=3)) as driver:
+        pids = driver.pids
+        assert len(set(pids)) == 3 and os.getpid() not in pids
+        assert not [t for t in threading.enumerate() if t.name.startswith("pgha-worker")]
+        deadline = time.monotonic() + 10
+        while driver.workers_recovered(started_us) < 3:
+            assert time.monotonic() < deadline, "the shared last-commit times never moved"
+            time.sleep(0.02)
+    assert all(gone(pid) for pid in pids)
+    assert {r.client_id for r in driver.records()} == {0, 1, 2}
+    assert driver.ok_count() == len(driver.records()) and driver.cpu_s > 0
+    lag = driver.lag()
+    assert lag.samples > 0 and lag.by_source_max_ms.keys() == {"heartbeat"}
+
+
+def test_a_worker_whose_last_transaction_failed_is_not_recovered(pgha_cluster):
+    standby = pgha_cluster.replicas[0]
+    with WorkloadDriver(standby.dsn(), WorkloadOptions(workers=2)) as driver:
+        time.sleep(0.3)
+        assert driver.workers_recovered(0) == 0
+    assert driver.records() and all(r.outcome is Outcome.FAILED for r in driver.records())
+
+
+ORPHANING = """
+import os
+from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
+driver = WorkloadDriver("host=127.0.0.1 port=1 connect_timeout=1", WorkloadOptions(workers=2))
+driver.start()
+print(*driver.pids, flush=True)
+os._exit(0)  # dies like a SIGKILLed run: no clean-up code runs
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_an_orphaned_workload_process_stops_by_itself():
+    out = subprocess.run(
+        [sys.executable, "-c", ORPHANING], capture_output=True, text=True, timeout=60, check=True
+    )
+    pids = [int(pid) for pid in out.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while not all(gone(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"workload processes {pids} outlived their parent"
+        time.sleep(0.05)

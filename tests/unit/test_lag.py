@@ -1,0 +1,68 @@
+"""The harness's timing-error meter: what it records and how it summarises."""
+
+import os
+import threading
+import time
+
+from pytest_pgha.lag import Heartbeat, LagMeter, LagSummary, prioritise
+
+
+def test_summary_gives_max_p99_and_the_largest_per_source():
+    samples = [("heartbeat", i, i * 1_000_000) for i in range(1, 101)]  # 1..100 ms
+    samples.append(("detect", 0, 250_000))
+    summary = LagSummary.of(samples)
+    assert summary.max_ms == 100.0
+    assert summary.p99_ms == 99.0  # nearest rank over 101 samples
+    assert summary.samples == 101
+    assert summary.by_source_max_ms == {"detect": 0.2, "heartbeat": 100.0}
+
+
+def test_an_empty_window_has_no_figures():
+    assert LagSummary.of([]) == LagSummary(None, None, 0)
+
+
+def test_a_wait_records_its_lateness_and_a_stopped_one_nothing():
+    meter = LagMeter()
+    assert meter.sleep_until(time.monotonic_ns() + 2_000_000, "probe") is False
+    stop = threading.Event()
+    stop.set()
+    assert meter.sleep_until(time.monotonic_ns() + 10_000_000, "sample", stop) is True
+    [(source, _, lateness)] = meter.samples()
+    assert source == "probe" and lateness >= 0
+
+
+def test_an_overdue_plan_counts_only_when_asked():
+    meter = LagMeter()
+    past = time.monotonic_ns() - 30_000_000
+    meter.sleep_until(past, "sample")
+    assert meter.samples() == []
+    meter.sleep_until(past, "detect", overdue_counts=True)
+    [(source, _, lateness)] = meter.samples()
+    assert source == "detect" and lateness >= 30_000_000
+
+
+def test_the_window_selects_samples_by_time():
+    meter = LagMeter()
+    for at in (10, 20, 30):
+        meter.record("heartbeat", at, at_ns=at)
+    assert [s[1] for s in meter.samples(15, 30)] == [20, 30]
+    assert meter.summary(15, 25).samples == 1
+
+
+def test_the_heartbeat_ticks_while_it_runs():
+    meter = LagMeter()
+    with Heartbeat(meter, interval_s=0.005):
+        time.sleep(0.1)
+    ticks = meter.samples()
+    assert len(ticks) >= 5 and {s[0] for s in ticks} == {"heartbeat"}
+    count = len(ticks)
+    time.sleep(0.03)
+    assert len(meter.samples()) == count  # stopped with the block
+
+
+def test_prioritise_reports_whether_it_could():
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(done=prioritise(-1)))
+    thread.start()
+    thread.join()
+    assert result["done"] is (os.geteuid() == 0)
