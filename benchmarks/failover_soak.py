@@ -59,7 +59,8 @@ def run_suite(extra: list[str]) -> tuple[int, float, str, dict[str, Any] | None]
         [sys.executable, "-m", "pytest", *SUITE_ARGS, *extra],
         cwd=ROOT,
         # This checkout's package, not whichever one pip installed in editable mode.
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # CI=true: pytest prints each failure's whole message, which tells the causes apart.
+        env={**os.environ, "PYTHONPATH": str(ROOT), "CI": "true"},
         capture_output=True,
         text=True,
         check=False,
@@ -171,6 +172,9 @@ def main() -> int:
                 if args.keep_runs:
                     args.keep_runs.mkdir(parents=True, exist_ok=True)
                     shutil.copy(SUMMARY, args.keep_runs / f"run-{run:02d}.json")
+            if args.keep_runs and code != 0:
+                args.keep_runs.mkdir(parents=True, exist_ok=True)
+                (args.keep_runs / f"run-{run:02d}.out").write_text(output)
             print(f"run {run + 1}/{args.runs}: exit {code} in {wall:.0f}s", file=sys.stderr)
     finally:
         for process in busy:

@@ -323,9 +323,17 @@ class PgpoolProxy(Proxy):
         Pgpool has no primary at all (its search gave up) is pcp_promote_node used:
         it also marks every other standby down (docs: pcp_promote_node)."""
         target = self._node_id(new_primary)
+        # The primary it was told of, whatever role Pgpool shows for it right now: its
+        # streaming-replication check of a frozen (then fenced) node may not have
+        # named it primary yet, and an attached old primary blocks the promotion.
+        previous = self._node_id(self.settings.primary.name)
         nodes = self._nodes_until(time.monotonic() + PCP_TIMEOUT_S)
         if not _is_primary(nodes, target):
-            stale = [n for n in nodes if n.role == "primary" and n.node_id != target]
+            stale = [
+                n
+                for n in nodes
+                if (n.role == "primary" or n.node_id == previous) and n.node_id != target
+            ]
             for node in stale:
                 if node.attached:
                     self.pcp("pcp_detach_node", "-n", str(node.node_id))

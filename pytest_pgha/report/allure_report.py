@@ -61,6 +61,19 @@ def allure_enabled() -> bool:
     return any(isinstance(plugin, listener_class) for plugin in plugin_manager.get_plugins())
 
 
+TIMING_ERROR_KEYS = (
+    "harness_lag_ms_max",
+    "harness_lag_ms_p99",
+    "workload_lag_ms_max",
+    "workload_lag_ms_p99",
+    "harness_lag",
+    "workload_lag",
+    "attempts",
+    "first_attempt",
+    "runner_too_busy",
+)
+
+
 def attach_failover_report(
     *,
     metrics_json: Mapping[str, Any],
@@ -78,6 +91,10 @@ def attach_failover_report(
     for name, value in parameters.items():
         allure.dynamic.parameter(name, value)
     _attach_json("metrics", dict(metrics_json))
+    timing = {k: metrics_json[k] for k in TIMING_ERROR_KEYS if k in metrics_json}
+    if timing:
+        # Beside the figures it qualifies: how late the harness itself ran.
+        _attach_json("harness timing error", timing)
     allure.attach(
         records_csv(records),
         name="transactions.csv",

@@ -102,10 +102,21 @@ def write_summary(entries: Iterable[SummaryEntry], path: Path) -> Path:
 
 
 def format_terminal_summary(entries: Iterable[SummaryEntry]) -> list[str]:
-    """One line per SLO result: ``PASS|FAIL nodeid metric measured op bound``."""
+    """One line per SLO result: ``PASS|FAIL nodeid metric measured op bound``; a timing
+    figure carries the harness's own timing error of its trial beside it."""
     return [
-        _format_result(entry.nodeid, result) for entry in entries for result in entry.slo_results
+        _format_result(entry.nodeid, result) + _timing_error(entry, result)
+        for entry in entries
+        for result in entry.slo_results
     ]
+
+
+def _timing_error(entry: SummaryEntry, result: dict[str, Any]) -> str:
+    lags = [entry.metrics.get(name) for name in ("harness_lag_ms_max", "workload_lag_ms_max")]
+    known = [lag for lag in lags if isinstance(lag, (int, float))]
+    if not str(result.get("metric", "")).endswith("_ms") or not known:
+        return ""
+    return f" (harness timing error <= {_format_value(float(max(known)))} ms)"
 
 
 def _format_result(nodeid: str, result: dict[str, Any]) -> str:

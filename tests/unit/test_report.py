@@ -318,3 +318,18 @@ def test_attachments_land_in_alluredir(pytester: pytest.Pytester) -> None:
     assert logged[0].latency_us == 300
     # The inner session unregistered its listener: the outer run is as it was.
     assert allure_report.allure_enabled() is outer_enabled
+
+
+def test_timing_figures_carry_their_trials_timing_error() -> None:
+    entry = SummaryEntry(
+        "t::x",
+        {"harness_lag_ms_max": 3.5, "workload_lag_ms_max": 7.25},
+        [
+            {"metric": "recovery_ms", "measured": 400, "op": "<=", "bound": 1200, "passed": True},
+            {"metric": "workers_lost", "measured": 0, "op": "==", "bound": 0, "passed": True},
+        ],
+    )
+    assert format_terminal_summary([entry]) == [
+        "PASS t::x recovery_ms 400 <= 1200 (harness timing error <= 7.25 ms)",
+        "PASS t::x workers_lost 0 == 0",
+    ]
