@@ -237,14 +237,18 @@ class Node:
             signal_tree(self._process.pid, signal.SIGCONT)
             signal_inside(self.datadir, signal.SIGCONT)
 
-    def kill(self, *, wait: bool = True) -> None:
-        """SIGKILL the postmaster: to PostgreSQL, a power loss. Without wait, return
-        as soon as the signal is sent (a fault inside a measured window: whoever acts
-        next must not wait for the kernel to reap it)."""
+    def kill(self) -> None:
+        """SIGKILL the postmaster alone (its backends exit when they next notice)."""
         self.signal(signal.SIGKILL)
         assert self._process is not None
-        if wait:
-            self._process.wait(5.0)
+        self._process.wait(5.0)
+
+    def crash(self) -> int:
+        """SIGKILL the postmaster and every process under it at once, without waiting:
+        the node lost power. Returns how many processes were signalled."""
+        if self._process is None or not self._process.running():
+            raise ClusterError(f"{self.name} is not running; it cannot crash")
+        return self.fence()
 
     def fence(self) -> int:
         """STONITH: SIGKILL the postmaster and every process under it, frozen or not

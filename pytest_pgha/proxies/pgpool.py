@@ -342,11 +342,17 @@ class PgpoolProxy(Proxy):
         self.settings = self.settings.with_primary(new_primary)
 
     def _promote(self, target: int) -> None:
-        nodes = self._nodes_until(time.monotonic() + PCP_TIMEOUT_S)
         # A detached node may still carry the "primary" label it had when it went
-        # down (a frozen primary): only an attached one competes with the target.
-        if any(n.role == "primary" and n.attached and n.node_id != target for n in nodes):
-            raise ProxyError(f"pgpool keeps another primary than node {target}: {nodes}")
+        # down (a frozen primary): only an attached one competes with the target. On a
+        # busy runner Pgpool may still be carrying out the detach: wait for it.
+        deadline = time.monotonic() + PROMOTE_WAIT_S
+        while True:
+            nodes = self._nodes_until(deadline + PCP_TIMEOUT_S)
+            if not any(n.role == "primary" and n.attached and n.node_id != target for n in nodes):
+                break
+            if time.monotonic() >= deadline:
+                raise ProxyError(f"pgpool keeps another primary than node {target}: {nodes}")
+            time.sleep(0.05)
         try:
             self.pcp("pcp_promote_node", "-n", str(target))
         except ProxyError:
