@@ -2,13 +2,11 @@
 failure, not a mock."""
 
 import os
-import subprocess
-import sys
 import threading
 import time
 
-import psutil
 import pytest
+from workload_helpers import gone, orphans_stop_by_themselves
 
 from pytest_pgha.cluster.fixtures import pgha_cluster_factory
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
@@ -175,20 +173,5 @@ os._exit(0)  # dies like a SIGKILLed run: no clean-up code runs
 """
 
 
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_an_orphaned_workload_process_stops_by_itself():
-    out = subprocess.run(
-        [sys.executable, "-c", ORPHANING], capture_output=True, text=True, timeout=60, check=True
-    )
-    pids = [int(pid) for pid in out.stdout.split()]
-    assert len(pids) == 2
-    deadline = time.monotonic() + 10
-    while not all(gone(pid) for pid in pids):
-        assert time.monotonic() < deadline, f"workload processes {pids} outlived their parent"
-        time.sleep(0.05)
+    orphans_stop_by_themselves(ORPHANING, expected=2, within_s=10)

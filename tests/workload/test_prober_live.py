@@ -1,10 +1,8 @@
 """The restart-window prober against a real server that goes away and comes back."""
 
-import subprocess
-import sys
 import time
 
-import psutil
+from workload_helpers import orphans_stop_by_themselves
 
 from pytest_pgha.cluster.fixtures import pgha_cluster_factory
 from pytest_pgha.workload.prober import ConnectProber, summarise
@@ -49,19 +47,5 @@ os._exit(0)  # dies like a SIGKILLed run: no clean-up code runs
 """
 
 
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def test_an_orphaned_prober_stops_by_itself():
-    out = subprocess.run(
-        [sys.executable, "-c", ORPHANING], capture_output=True, text=True, timeout=60, check=True
-    )
-    pid = int(out.stdout.split()[0])
-    deadline = time.monotonic() + 5
-    while not gone(pid):
-        assert time.monotonic() < deadline, f"prober {pid} outlived its parent"
-        time.sleep(0.05)
+    orphans_stop_by_themselves(ORPHANING, expected=1, within_s=5)
