@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,6 +43,15 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def first_at_or_after(events: Iterable[Event], name: str, since_us: int) -> int | None:
+    """epoch_us of the first event `name` at or after since_us. Only events after an
+    inject belong to its failover: a timeline may also hold an earlier planned
+    switchover with the same event names."""
+    return min(
+        (e.epoch_us for e in events if e.name == name and e.epoch_us >= since_us), default=None
+    )
 
 
 class Timeline:

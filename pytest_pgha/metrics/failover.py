@@ -35,6 +35,7 @@ from pytest_pgha.timeline import (
     REWIRE_DONE,
     REWIRE_START,
     Event,
+    first_at_or_after,
 )
 from pytest_pgha.workload.records import Outcome, TxRecord
 
@@ -306,7 +307,7 @@ def _median_ms(values_us: list[int | None]) -> float | None:
 
 def _reconnect_ref_us(events: list[Event], inject_us: int) -> int:
     for name in (REWIRE_DONE, PROMOTE_DONE):
-        at = _first_at_or_after(events, name, inject_us)
+        at = first_at_or_after(events, name, inject_us)
         if at is not None:
             return at
     return inject_us
@@ -320,11 +321,11 @@ class _Phases(NamedTuple):
 
 
 def _phases(events: list[Event], inject_us: int) -> _Phases:
-    detect = _first_at_or_after(events, DETECT, inject_us)
-    promote_start = _first_at_or_after(events, PROMOTE_START, inject_us)
-    promote_done = _first_at_or_after(events, PROMOTE_DONE, _or(promote_start, inject_us))
-    rewire_start = _first_at_or_after(events, REWIRE_START, inject_us)
-    rewire_done = _first_at_or_after(events, REWIRE_DONE, _or(rewire_start, inject_us))
+    detect = first_at_or_after(events, DETECT, inject_us)
+    promote_start = first_at_or_after(events, PROMOTE_START, inject_us)
+    promote_done = first_at_or_after(events, PROMOTE_DONE, _or(promote_start, inject_us))
+    rewire_start = first_at_or_after(events, REWIRE_START, inject_us)
+    rewire_done = first_at_or_after(events, REWIRE_DONE, _or(rewire_start, inject_us))
     ready = promote_done if rewire_done is None else rewire_done
     return _Phases(
         detect_ms=_span_ms(inject_us, detect),
@@ -336,14 +337,6 @@ def _phases(events: list[Event], inject_us: int) -> _Phases:
 
 def _or(value: int | None, fallback: int) -> int:
     return fallback if value is None else value
-
-
-def _first_at_or_after(events: Iterable[Event], name: str, since_us: int) -> int | None:
-    # Only events after the inject belong to this failover: a timeline may also hold
-    # an earlier planned switchover with the same event names.
-    return min(
-        (e.epoch_us for e in events if e.name == name and e.epoch_us >= since_us), default=None
-    )
 
 
 def _span_ms(start_us: int | None, end_us: int | None) -> float | None:

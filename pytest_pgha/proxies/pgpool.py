@@ -25,6 +25,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -345,14 +346,13 @@ class PgpoolProxy(Proxy):
         # A detached node may still carry the "primary" label it had when it went
         # down (a frozen primary): only an attached one competes with the target. On a
         # busy runner Pgpool may still be carrying out the detach: wait for it.
-        deadline = time.monotonic() + PROMOTE_WAIT_S
-        while True:
-            nodes = self._nodes_until(deadline + PCP_TIMEOUT_S)
-            if not any(n.role == "primary" and n.attached and n.node_id != target for n in nodes):
-                break
-            if time.monotonic() >= deadline:
-                raise ProxyError(f"pgpool keeps another primary than node {target}: {nodes}")
-            time.sleep(0.05)
+        def no_rival(nodes: list[PoolNode]) -> bool:
+            return not any(
+                n.role == "primary" and n.attached and n.node_id != target for n in nodes
+            )
+
+        if self._wait_nodes(no_rival, PROMOTE_WAIT_S) is None:
+            raise ProxyError(f"pgpool keeps another primary than node {target}: {self.nodes()}")
         try:
             self.pcp("pcp_promote_node", "-n", str(target))
         except ProxyError:
@@ -381,12 +381,20 @@ class PgpoolProxy(Proxy):
                 time.sleep(0.05)
 
     def _wait_primary(self, target: int, timeout: float) -> bool:
+        return self._wait_nodes(lambda nodes: _is_primary(nodes, target), timeout) is not None
+
+    def _wait_nodes(
+        self, condition: Callable[[list[PoolNode]], bool], timeout: float
+    ) -> list[PoolNode] | None:
+        """Poll Pgpool's node list until condition holds (returns it) or timeout (None)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if _is_primary(self._nodes_until(deadline + PCP_TIMEOUT_S), target):
-                return True
+        while True:
+            nodes = self._nodes_until(deadline + PCP_TIMEOUT_S)
+            if condition(nodes):
+                return nodes
+            if time.monotonic() >= deadline:
+                return None
             time.sleep(0.02)
-        return False
 
     # -- sampling ------------------------------------------------------------------------
     def sample(self) -> ProxySample:

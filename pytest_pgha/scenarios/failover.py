@@ -298,14 +298,7 @@ def _with_server_view(
         return metrics
     commits = [int(r[0]) for r in rows]
     window = max(until_us - inject.epoch_us, 1_000_000)
-    promoted = next(
-        (
-            e.epoch_us
-            for e in events
-            if e.name == phase.PROMOTE_START and e.epoch_us >= inject.epoch_us
-        ),
-        None,
-    )
+    promoted = phase.first_at_or_after(events, phase.PROMOTE_START, inject.epoch_us)
     return replace(
         metrics,
         server_write_gap_ms=largest_commit_gap_ms(
