@@ -36,6 +36,7 @@ from pytest_pgha.proxies.admin import AdminConsole
 from pytest_pgha.proxies.base import Proxy, ProxySettings, find_program, wait_listening
 from pytest_pgha.report.samples import UNKNOWN, WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.sandbox.process import tail_log
 from pytest_pgha.timeline import now_epoch_us
 
 CONFIG_FILE = "pgpool.conf"
@@ -352,7 +353,10 @@ class PgpoolProxy(Proxy):
             )
 
         if self._wait_nodes(no_rival, PROMOTE_WAIT_S) is None:
-            raise ProxyError(f"pgpool keeps another primary than node {target}: {self.nodes()}")
+            raise ProxyError(
+                f"pgpool keeps another primary than node {target}: {self.nodes()}; "
+                f"its log:\n{tail_log(self.log_path, 40)}"
+            )
         try:
             self.pcp("pcp_promote_node", "-n", str(target))
         except ProxyError:
