@@ -102,6 +102,17 @@ class LagSummary:
         return cls(_ms(lags[-1]), _ms(p99), len(kept), dict(sorted(by_source.items())))
 
 
+def in_window(
+    samples: Iterable[tuple[str, int, int]], since_ns: int | None, until_ns: int | None
+) -> list[tuple[str, int, int]]:
+    """The samples taken in [since_ns, until_ns] of the monotonic clock (open where None)."""
+    return [
+        s
+        for s in samples
+        if (since_ns is None or s[1] >= since_ns) and (until_ns is None or s[1] <= until_ns)
+    ]
+
+
 class LagMeter:
     """Thread-safe record of how late planned actions ran, on the monotonic clock."""
 
@@ -151,11 +162,7 @@ class LagMeter:
     ) -> list[tuple[str, int, int]]:
         with self._lock:
             kept = list(self._samples)
-        return [
-            s
-            for s in kept
-            if (since_ns is None or s[1] >= since_ns) and (until_ns is None or s[1] <= until_ns)
-        ]
+        return in_window(kept, since_ns, until_ns)
 
     def summary(self, since_ns: int | None = None, until_ns: int | None = None) -> LagSummary:
         return LagSummary.of(self.samples(since_ns, until_ns))

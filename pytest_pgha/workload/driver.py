@@ -35,15 +35,23 @@ import time
 from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any
 
 import psutil
 import psycopg
 from psycopg import pq
 
 from pytest_pgha.errors import PghaConfigError, PghaError
-from pytest_pgha.lag import WORKLOAD_NICENESS, Heartbeat, LagMeter, LagSummary, prioritise
+from pytest_pgha.lag import (
+    WORKLOAD_NICENESS,
+    Heartbeat,
+    LagMeter,
+    LagSummary,
+    in_window,
+    prioritise,
+)
 from pytest_pgha.workload.errors import classify
+from pytest_pgha.workload.prober import EventLike
 from pytest_pgha.workload.records import Outcome, TxRecord
 
 ACCOUNTS_PER_SCALE = 100_000
@@ -307,12 +315,6 @@ def _shutdown_fd(fd: int) -> None:
         sock.detach()  # libpq owns the descriptor
 
 
-class EventLike(Protocol):
-    def set(self) -> None: ...
-    def is_set(self) -> bool: ...
-    def wait(self, timeout: float | None = None) -> bool: ...
-
-
 @dataclass
 class WorkloadReport:
     """What one workload process hands back when it stops."""
@@ -469,12 +471,8 @@ class WorkloadDriver:
     def lag(self, since_ns: int | None = None, until_ns: int | None = None) -> LagSummary:
         """The workload processes' own scheduling error (their heartbeats) in a window
         of the monotonic clock, which every process of the machine shares."""
-        return LagSummary.of(
-            s
-            for report in self._reports()
-            for s in report.lag
-            if (since_ns is None or s[1] >= since_ns) and (until_ns is None or s[1] <= until_ns)
-        )
+        samples = [s for report in self._reports() for s in report.lag]
+        return LagSummary.of(in_window(samples, since_ns, until_ns))
 
     @property
     def cpu_s(self) -> float:
