@@ -20,6 +20,7 @@ Two paths:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -36,7 +37,6 @@ from pytest_pgha.proxies.admin import AdminConsole
 from pytest_pgha.proxies.base import Proxy, ProxySettings, find_program, wait_listening
 from pytest_pgha.report.samples import UNKNOWN, WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.sandbox.process import tail_log
 from pytest_pgha.timeline import now_epoch_us
 
 CONFIG_FILE = "pgpool.conf"
@@ -58,6 +58,10 @@ SEARCH_WAIT_S = 2.5
 # After pcp_promote_node Pgpool restarts every child; children stuck on a frozen old
 # primary make that slow.
 PROMOTE_WAIT_S = 10.0
+# A detach Pgpool has not acted on is asked for again after DETACH_WAIT_S, in all
+# as long as PROMOTE_WAIT_S.
+DETACH_WAIT_S = 2.5
+DETACH_ATTEMPTS = 4
 # The sampler: libpq's smallest connect_timeout, a pause between reconnects, and a
 # bound on the PCP fallback.
 PROBE_CONNECT_TIMEOUT_S = 2
@@ -346,16 +350,22 @@ class PgpoolProxy(Proxy):
     def _promote(self, target: int) -> None:
         # A detached node may still carry the "primary" label it had when it went
         # down (a frozen primary): only an attached one competes with the target. On a
-        # busy runner Pgpool may still be carrying out the detach: wait for it.
-        def no_rival(nodes: list[PoolNode]) -> bool:
-            return not any(
-                n.role == "primary" and n.attached and n.node_id != target for n in nodes
-            )
+        # busy runner Pgpool may still be carrying out the detach, and during a storm
+        # of child restarts it was seen never to act on it: wait, asking again.
+        def rivals(nodes: list[PoolNode]) -> list[PoolNode]:
+            return [n for n in nodes if n.role == "primary" and n.attached and n.node_id != target]
 
-        if self._wait_nodes(no_rival, PROMOTE_WAIT_S) is None:
+        for _ in range(DETACH_ATTEMPTS):
+            if self._wait_nodes(lambda nodes: not rivals(nodes), DETACH_WAIT_S) is not None:
+                break
+            for rival in rivals(self._nodes_until(time.monotonic() + PCP_TIMEOUT_S)):
+                # A refusal here (Pgpool busy with that very failover) is no answer yet.
+                with contextlib.suppress(ProxyError):
+                    self.pcp("pcp_detach_node", "-n", str(rival.node_id))
+        else:
             raise ProxyError(
                 f"pgpool keeps another primary than node {target}: {self.nodes()}; "
-                f"its log:\n{tail_log(self.log_path, 40)}"
+                f"its failover log:\n{self._failover_log()}"
             )
         try:
             self.pcp("pcp_promote_node", "-n", str(target))
@@ -366,6 +376,13 @@ class PgpoolProxy(Proxy):
                 raise
         if not self._wait_primary(target, PROMOTE_WAIT_S):
             raise ProxyError(f"pgpool did not take node {target} as primary: {self.nodes()}")
+
+    def _failover_log(self) -> str:
+        lines = (
+            self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        )
+        wanted = ("degenerate", "failover", "find_primary", "promot")
+        return "\n".join(line for line in lines if any(w in line for w in wanted))
 
     def _node_id(self, name: str) -> int:
         for index, backend in enumerate(self.settings.backends):
