@@ -19,6 +19,13 @@ from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.timeline import Event, Timeline
 
 RewirePath = Literal["explicit", "monitor"]
+# Before choosing, wait (at most the timeout) for the standbys' WAL receivers to stop
+# streaming from the lost primary: one whose primary died sees the end of its
+# connection within milliseconds; one cut off by a partition would stream on paper
+# until wal_receiver_timeout, so the wait is bounded.
+RECEIVERS_POLL_S = 0.005
+RECEIVERS_STOP_TIMEOUT_S = 1.0
+STREAMING_RECEIVERS_SQL = "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'"
 
 
 @dataclass(frozen=True)
@@ -149,17 +156,15 @@ class ScriptedHA:
                 lag.sleep_until(started + interval_ns, "probe", self._closed)
 
     def _decide(self, exclude: Node) -> Node:
-        """The most advanced standby by received, then replayed, LSN."""
-        positions = {}
-        for node in self.cluster.nodes:
-            if node is exclude or not node.running():
-                continue
-            try:
-                wal = node.wal_positions(kept=True)
-            except Exception:  # an unreachable standby is no candidate
-                continue
-            if wal.in_recovery:
-                positions[node.name] = (wal.received or 0, wal.replayed or 0)
+        """The most advanced standby by received, then replayed, LSN, read once no
+        standby's WAL receiver still streams from the lost primary: until then it may
+        still be writing out what it had in its socket buffer, and a standby picked on
+        an earlier read can end up behind another, which then cannot follow it ("new
+        timeline forked off ... before current recovery point")."""
+        deadline = time.monotonic() + RECEIVERS_STOP_TIMEOUT_S
+        while self._still_receiving(exclude) and time.monotonic() < deadline:
+            time.sleep(RECEIVERS_POLL_S)
+        positions = self._positions(exclude)
         if not positions:
             raise ClusterError("no standby left to promote")
         chosen = max(positions, key=lambda name: positions[name])
@@ -169,6 +174,30 @@ class ScriptedHA:
             lsns={n: [f"{a:X}", f"{b:X}"] for n, (a, b) in positions.items()},
         )
         return self.cluster.node(chosen)
+
+    def _candidates(self, exclude: Node) -> list[Node]:
+        return [n for n in self.cluster.nodes if n is not exclude and n.running()]
+
+    def _still_receiving(self, exclude: Node) -> bool:
+        for node in self._candidates(exclude):
+            try:
+                if node.value(STREAMING_RECEIVERS_SQL, kept=True):
+                    return True
+            except Exception:  # an unreachable standby is no candidate
+                continue
+        return False
+
+    def _positions(self, exclude: Node) -> dict[str, tuple[int, int]]:
+        """(received, replayed) LSN of every running standby but `exclude`."""
+        positions = {}
+        for node in self._candidates(exclude):
+            try:
+                wal = node.wal_positions(kept=True)
+            except Exception:  # an unreachable standby is no candidate
+                continue
+            if wal.in_recovery:
+                positions[node.name] = (wal.received or 0, wal.replayed or 0)
+        return positions
 
     def _rewire(self, new: Node) -> None:
         proxy = self.proxy

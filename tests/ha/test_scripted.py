@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from pytest_pgha.cluster.node import WalPositions
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.ha.probe import postmaster_answers
 from pytest_pgha.ha.scripted import DetectPolicy, ScriptedHA
@@ -116,3 +117,48 @@ def test_the_probe_tells_a_live_postmaster_from_a_closed_port(pgha_cluster):
     assert postmaster_answers("127.0.0.1", node.port, 1.0)
     node.stop("fast")
     assert not postmaster_answers("127.0.0.1", node.port, 0.2)
+
+
+class DrainingStandby:
+    """A standby whose WAL receiver still streams from the dead primary for a few
+    reads, taking in `late_bytes` more before it stops."""
+
+    def __init__(self, name, received, late_bytes=0, streaming_reads=0):
+        self.name = name
+        self.received = received
+        self.late_bytes = late_bytes
+        self.streaming_reads = streaming_reads
+
+    def running(self):
+        return True
+
+    def value(self, query, params=None, *, kept=False):
+        if self.streaming_reads:
+            self.streaming_reads -= 1
+            return 1
+        self.received += self.late_bytes
+        self.late_bytes = 0
+        return 0
+
+    def wal_positions(self, *, kept=False):
+        return WalPositions(True, None, None, self.received, self.received)
+
+
+class FakeCluster:
+    def __init__(self, *nodes):
+        self.nodes = list(nodes)
+
+    def node(self, name):
+        return next(n for n in self.nodes if n.name == name)
+
+
+def test_the_choice_waits_for_wal_receivers_to_stop_streaming():
+    """Read at once, node1 looks ahead; node2's receiver is still writing out what the
+    dead primary sent and ends 0x100 bytes further: it is the one to promote."""
+    dead = DrainingStandby("node0", 0)
+    ahead_at_first = DrainingStandby("node1", 0x2000)
+    draining = DrainingStandby("node2", 0x1F00, late_bytes=0x200, streaming_reads=3)
+    cluster = FakeCluster(dead, ahead_at_first, draining)
+    ha = ScriptedHA(cluster, None, Timeline())
+
+    assert ha._decide(exclude=dead) is draining
