@@ -26,10 +26,12 @@ def kill_primary(cluster: Cluster, timeline: Timeline) -> Event:
     backends then notice only when they next wait, and on a busy runner they went on
     committing for a second, which the clients counted as writes resumed.)"""
     node = cluster.primary
+    # Listed before the inject, killed right after it: walking /proc between the two
+    # let the backends commit for 100 ms and more on a busy runner. Without waiting
+    # for the kernel to reap them: the HA manager times its detection from the inject.
+    victims = node.processes()
     event = timeline.record(INJECT, fault="kill_primary", node=node.name, pid=node.pid)
-    # Without waiting for the kernel to reap it: the HA manager times its detection
-    # from the inject.
-    node.crash()
+    node.crash(victims)
     return event
 
 

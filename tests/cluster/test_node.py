@@ -66,6 +66,21 @@ def test_kill_is_a_crash_and_start_recovers(pair: Cluster) -> None:
     pair.wait_streaming(pair.replicas)
 
 
+def test_crash_kills_every_process_listed_beforehand_at_once(pair: Cluster) -> None:
+    primary = pair.primary
+    session = primary.connect()  # a backend, which a postmaster-only kill would leave
+    victims = primary.processes()
+    assert victims[0].pid == primary.pid and len(victims) > 3
+    assert primary.crash(victims) == len(victims)
+    psutil.wait_procs(victims, timeout=5)
+    assert not [p for p in victims if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    session.close()
+    with pytest.raises(ClusterError, match="not running"):
+        primary.processes()
+    primary.start()
+    pair.wait_streaming(pair.replicas)
+
+
 def test_freeze_and_thaw_with_named_signals(pair: Cluster) -> None:
     replica = pair.replicas[0]
     assert replica.pid is not None
