@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,8 +28,12 @@ def kill_primary(cluster: Cluster, timeline: Timeline) -> Event:
     committing for a second, which the clients counted as writes resumed.)"""
     node = cluster.primary
     # Listed before the inject, killed right after it: walking /proc between the two
-    # let the backends commit for 100 ms and more on a busy runner. Without waiting
-    # for the kernel to reap them: the HA manager times its detection from the inject.
+    # let the backends commit for 100 ms and more on a busy runner. The postmaster is
+    # stopped while they are listed, so that it forks no backend the list would miss
+    # (one that would go on committing, orphaned, on a node the HA manager thinks
+    # dead). Without waiting for the kernel to reap them: the HA manager times its
+    # detection from the inject.
+    node.signal(signal.SIGSTOP)
     victims = node.processes()
     event = timeline.record(INJECT, fault="kill_primary", node=node.name, pid=node.pid)
     node.crash(victims)
