@@ -50,10 +50,13 @@ def test_unplanned_primary_loss(
     )
     metrics = result.metrics
     assert metrics.total_ok_pre_inject > 0 and metrics.ok_post_inject > 0
-    # The server's view agrees with the client's: the resume bucket holds an
-    # acknowledged commit, which the new primary timestamped before the client saw it.
+    # The server's view of the stall is reported beside the client's (server_resume_ms,
+    # server_write_gap_ms) but not compared with it: pgbench_accounts keeps only each
+    # row's last commit, so a later update can hide the first commits on the new
+    # primary and the server's figure is only an upper bound (seen 6 ms past the
+    # client's resume bucket once in 400 trials). The exact cross-check needs a table
+    # that keeps every commit: the ledger workload's.
     assert metrics.server_resume_ms is not None
-    assert metrics.server_resume_ms <= metrics.writes_resume_ms + metrics.bucket_ms
 
 
 @pytest.mark.slo(workers_lost="== 0")
