@@ -4,9 +4,12 @@ itself (the restart window, measured as ProxySQL's "faster restart" article does
 import pytest
 
 # Pgpool-II sends each session's BEGIN/COMMIT to its load-balance standby as well, so
-# a write session whose load-balance node dies fails once, then reconnects: which
-# sessions are hit is chance, how often is bounded.
-WRITE_ERRORS_ON_REPLICA_LOSS = {"pgpool": "<= workers"}
+# a write session whose load-balance node dies fails; the session that meets the dead
+# standby detaches it (failover_on_backend_error, Pgpool's default), and that failover
+# restarts every child, which breaks the other write sessions too, and a reconnect
+# caught in the restart fails once more. Over 14 trials with 4 workers the write
+# errors were 0, 1, 4 (x5), 5 (x6), 7: the bound is twice the max.
+WRITE_ERRORS_ON_REPLICA_LOSS = {"pgpool": "<= 4*workers"}
 
 
 @pytest.mark.slo(reads_resume_ms="<= 1500")

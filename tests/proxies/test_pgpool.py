@@ -148,11 +148,12 @@ def test_a_long_workdir_falls_back_to_a_relative_socket_dir() -> None:
     assert conf["socket_dir"] == conf["pcp_socket_dir"] == "."
 
 
-def test_explicit_path_never_detaches_by_itself() -> None:
+def test_explicit_path_has_no_health_check_but_detaches_on_backend_errors() -> None:
+    # Off, a reconnect storm starves the main process of pcp_detach_node (pgpool.py).
     conf = conf_of(monitor=False)
     assert conf["health_check_period"] == "0"
-    assert conf["failover_on_backend_error"] == "off"
-    assert conf["failover_on_backend_shutdown"] == "off"
+    assert conf["failover_on_backend_error"] == "on"
+    assert conf["failover_on_backend_shutdown"] == "on"
 
 
 def test_monitor_path_health_checks_every_second() -> None:
@@ -361,6 +362,23 @@ def wait_for_writer(proxy: PgpoolProxy, node: Node, timeout: float = 5.0) -> Non
     raise AssertionError(f"pgpool's sample never showed writer {expected}: {sample}")
 
 
+def wait_nodes(
+    proxy: PgpoolProxy, condition: Callable[[list[PoolNode]], bool], timeout: float = 5.0
+) -> list[PoolNode]:
+    """Pgpool's node list once condition holds (PCP restarts a second after a failover)."""
+    deadline = time.monotonic() + timeout
+    nodes: list[PoolNode] = []
+    while time.monotonic() < deadline:
+        try:
+            nodes = proxy.nodes()
+        except ProxyError:
+            nodes = []
+        if nodes and condition(nodes):
+            return nodes
+        time.sleep(0.05)
+    raise AssertionError(f"pgpool's nodes never met the condition: {nodes}")
+
+
 def prepare(proxy: PgpoolProxy, cluster: Cluster) -> None:
     with psycopg.connect(proxy.rw_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (at timestamptz)")
@@ -413,8 +431,9 @@ def test_explicit_path_rewire_after_promotion(
     old.kill()
     with pytest.raises(psycopg.OperationalError):
         write(proxy.rw_dsn)
-    # failover_on_backend_error off: the failed session detached nothing.
-    assert proxy.nodes()[0] == PoolNode(0, "127.0.0.1", old.port, "up", "primary")
+    # failover_on_backend_error: the failed session detached the dead primary, and
+    # Pgpool now looks for a primary once a second.
+    assert wait_nodes(proxy, lambda nodes: nodes[0].status == "down")[0].port == old.port
 
     with Writer(proxy.rw_dsn) as writer:
         pgha_cluster.promote(new)
