@@ -12,8 +12,8 @@ from typing import Literal
 from pytest_pgha import timeline as phase
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
+from pytest_pgha.cluster.probe import postmaster_answers
 from pytest_pgha.errors import ClusterError, PghaConfigError
-from pytest_pgha.ha.probe import postmaster_answers
 from pytest_pgha.lag import prioritise
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.timeline import Event, Timeline

@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 import psycopg
 
 from pytest_pgha.errors import ProxyError
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.process import ManagedProcess, tail_log
 from pytest_pgha.timeline import now_epoch_us

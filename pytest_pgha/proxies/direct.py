@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 import psycopg
 
-from pytest_pgha.ha.probe import postmaster_answers
+from pytest_pgha.cluster.probe import postmaster_answers
 from pytest_pgha.proxies.base import Backend, Proxy
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.timeline import now_epoch_us
 
 

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.base import Proxy
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.timeline import now_epoch_us
 
 RW, RO = "pg_rw", "pg_ro"

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from pytest_pgha.proxies.admin import ConsoleProxy
 from pytest_pgha.proxies.base import Backend, ProxySettings
 from pytest_pgha.proxies.confsyntax import require_backend
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
 

@@ -17,7 +17,7 @@ from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.admin import ConsoleProxy
 from pytest_pgha.proxies.base import Backend
 from pytest_pgha.proxies.confsyntax import key_values, quoted, require_backend, table_key
-from pytest_pgha.report.samples import WRITER_DOWN, WRITER_UP, ProxySample
+from pytest_pgha.proxies.samples import WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.timeline import now_epoch_us
 
 CONFIG_FILE = "pgcat.toml"

@@ -44,7 +44,7 @@ import psycopg
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.admin import AdminConsole
 from pytest_pgha.proxies.base import Proxy, ProxySettings, find_program, wait_listening
-from pytest_pgha.report.samples import UNKNOWN, WRITER_DOWN, WRITER_UP, ProxySample
+from pytest_pgha.proxies.samples import UNKNOWN, WRITER_DOWN, WRITER_UP, ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.timeline import now_epoch_us
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from pytest_pgha.lag import LagMeter, prioritise
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 
 DEFAULT_INTERVAL_S = 0.1
 

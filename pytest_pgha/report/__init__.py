@@ -1,5 +1,1 @@
-"""Reports of a failover test: the chart, Allure attachments and the run summary.
-
-Kept free of imports on purpose: the proxies package imports ``report.samples`` and
-should not pay for matplotlib or allure on the way.
-"""
+"""Reports of a trial: the chart, Allure attachments and the run summary."""

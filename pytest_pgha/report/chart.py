@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pytest_pgha.report.samples import PROBE_FAILED, UNKNOWN, ProxySample
+from pytest_pgha.proxies.samples import PROBE_FAILED, UNKNOWN, ProxySample
 from pytest_pgha.timeline import INJECT, Event
 from pytest_pgha.workload.records import Outcome, TxRecord
 

@@ -23,7 +23,7 @@ from pytest_pgha.metrics.server_gap import (
     largest_commit_gap_ms,
 )
 from pytest_pgha.proxies.sampler import Sampler
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions

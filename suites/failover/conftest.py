@@ -6,7 +6,7 @@ These are the defaults the suite gates on; a CI job tightens or loosens them wit
 
 import pytest
 
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 # The suite's clusters: 1 primary + 2 replicas whose standbys retry a lost primary every
 # 100 ms. With PostgreSQL's default (5 s) a promotion that comes soon after the

@@ -14,7 +14,7 @@ import pytest
 from cluster_helpers import VERSIONS, available, bindir_of
 
 from pytest_pgha.cluster.cluster import Cluster
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 
 @pytest.fixture(scope="module", params=sorted(VERSIONS))

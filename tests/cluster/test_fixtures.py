@@ -15,7 +15,7 @@ from pytest_pgha.sandbox.pstree import processes_inside
 
 USES_CLUSTERS = """
 import pytest
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 shared = pgha_cluster_factory(replicas=1, settings={"work_mem": "5MB"}, scope="module")
 PIDS = []
@@ -45,7 +45,7 @@ def test_sandbox_and_binaries(pgha_sandbox, pgha_binaries, pgha_cluster):
 
 BAD_OPTIONS = """
 import pytest
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 negative = pgha_cluster_factory(replicas=-1)
 quorum_too_big = pgha_cluster_factory(replicas=2, synchronous="ANY 3 (*)")

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from pytest_pgha.cluster.node import WalPositions
+from pytest_pgha.cluster.probe import postmaster_answers
 from pytest_pgha.errors import PghaConfigError
-from pytest_pgha.ha.probe import postmaster_answers
 from pytest_pgha.ha.scripted import DetectPolicy, ScriptedHA
 from pytest_pgha.timeline import Timeline
 

@@ -9,11 +9,11 @@ import psycopg
 import pytest
 
 from pytest_pgha.proxies.base import Backend, ProxySettings
+from pytest_pgha.proxies.cluster_settings import proxy_settings
 from pytest_pgha.proxies.direct import DirectProxy
 from pytest_pgha.proxies.haproxy import HAProxyProxy
 from pytest_pgha.proxies.pgbouncer import PgBouncerProxy
 from pytest_pgha.proxies.registry import adapter
-from pytest_pgha.scenarios.stack import proxy_settings
 
 
 def fake_settings(**changes):

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from pytest_pgha.proxies.base import ProxySettings
+from pytest_pgha.proxies.cluster_settings import backends_of
 from pytest_pgha.proxies.pgcat import PgCatProxy
-from pytest_pgha.report.samples import WRITER_UP
-from pytest_pgha.scenarios.stack import backends_of
+from pytest_pgha.proxies.samples import WRITER_UP
 
 BINARY = PgCatProxy.locate()
 

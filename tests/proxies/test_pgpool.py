@@ -19,6 +19,7 @@ from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.base import Backend, ProxySettings
+from pytest_pgha.proxies.cluster_settings import proxy_settings
 from pytest_pgha.proxies.pgpool import (
     ADMIN_USER,
     SUN_PATH_MAX,
@@ -26,9 +27,8 @@ from pytest_pgha.proxies.pgpool import (
     PoolNode,
     parse_node_info,
 )
-from pytest_pgha.report.samples import WRITER_UP
+from pytest_pgha.proxies.samples import WRITER_UP
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.scenarios.stack import proxy_settings
 
 BINARY = PgpoolProxy.locate()
 live = pytest.mark.skipif(BINARY is None, reason=PgpoolProxy.install_hint)

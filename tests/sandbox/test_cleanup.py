@@ -45,7 +45,7 @@ time.sleep(120)
 """
 
 FAILING_TESTS = """
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 broken = pgha_cluster_factory(replicas=1, settings={"max_wal_senders": 0})
 

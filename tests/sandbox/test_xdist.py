@@ -12,7 +12,7 @@ from sandbox_helpers import NOTHING_LEFT, inner_bindir, leftovers
 CLUSTERS_ON_EVERY_WORKER = """
 import json, os, time
 import pytest
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 small = pgha_cluster_factory(replicas=1)
 

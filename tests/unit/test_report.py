@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+from pytest_pgha.proxies.samples import PROBE_FAILED, ProxySample
 from pytest_pgha.report import allure_report
 from pytest_pgha.report.chart import render_failover_chart
-from pytest_pgha.report.samples import PROBE_FAILED, ProxySample
 from pytest_pgha.report.summary import (
     SummaryEntry,
     format_terminal_summary,
@@ -256,7 +256,7 @@ from pytest_pgha.report.allure_report import (
     allure_enabled, attach_failover_report, attach_file, attach_text,
 )
 from pytest_pgha.report.chart import render_failover_chart
-from pytest_pgha.report.samples import ProxySample
+from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.records import Outcome, TxRecord
 

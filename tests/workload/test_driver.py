@@ -8,7 +8,7 @@ import time
 import pytest
 from workload_helpers import gone, orphans_stop_by_themselves
 
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
 from pytest_pgha.workload.errors import classify
 from pytest_pgha.workload.records import Outcome

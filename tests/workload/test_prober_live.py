@@ -4,7 +4,7 @@ import time
 
 from workload_helpers import orphans_stop_by_themselves
 
-from pytest_pgha.cluster.fixtures import pgha_cluster_factory
+from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 from pytest_pgha.workload.prober import ConnectProber, summarise
 
 lone_primary = pgha_cluster_factory(replicas=0)

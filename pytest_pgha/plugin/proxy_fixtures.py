@@ -18,9 +18,9 @@ else:  # pragma: no cover
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.errors import PghaConfigError, PghaError
 from pytest_pgha.proxies.base import Proxy
+from pytest_pgha.proxies.cluster_settings import proxy_settings
 from pytest_pgha.proxies.registry import adapter
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.scenarios.stack import proxy_settings
 
 DEFAULT_KIND = "pgbouncer"
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from pytest_pgha import config as pgha_config
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.plugin import options as pgha_config
+from pytest_pgha.plugin import session
+from pytest_pgha.plugin.slo_fixtures import bounds_for, result_dicts
 from pytest_pgha.proxies.base import Proxy
-from pytest_pgha.report import session
 from pytest_pgha.report.allure_report import (
     allure_enabled,
     attach_failover_report,
@@ -35,7 +36,6 @@ from pytest_pgha.scenarios.failover import (
 from pytest_pgha.scenarios.replica_loss import ReplicaLossResult, run_replica_loss
 from pytest_pgha.scenarios.restart import RestartResult, run_restart_window
 from pytest_pgha.scenarios.stack import Stack
-from pytest_pgha.slo.fixtures import bounds_for, result_dicts
 from pytest_pgha.slo.judge import SloResult, SloViolation, judge
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.records import TxRecord

@@ -7,12 +7,12 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
-from pytest_pgha import config as pgha_config
 from pytest_pgha.cluster.binaries import PgBinaries, discover, reachable_by_service_user
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.spec import ClusterSpec
 from pytest_pgha.cluster.template import ensure_template
 from pytest_pgha.errors import PghaConfigError, PghaError
+from pytest_pgha.plugin import options as pgha_config
 from pytest_pgha.sandbox.context import SandboxContext, open_sandbox
 
 

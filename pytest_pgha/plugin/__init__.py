@@ -13,17 +13,19 @@ from typing import Any
 
 import pytest
 
-from pytest_pgha import config as pgha_config
-from pytest_pgha.cluster.fixtures import (  # noqa: F401  (fixtures are found by name)
+from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.lag import prioritise_session, restore_session
+from pytest_pgha.plugin import options as pgha_config
+from pytest_pgha.plugin import session as run_summary
+from pytest_pgha.plugin.cluster_fixtures import (  # noqa: F401  (fixtures are found by name)
     RUN_ID_KEY,
     pgha_binaries,
     pgha_cluster,
     pgha_sandbox,
 )
-from pytest_pgha.errors import PghaConfigError
-from pytest_pgha.lag import prioritise_session, restore_session
-from pytest_pgha.proxies.fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
-from pytest_pgha.report import session as run_summary
+from pytest_pgha.plugin.proxy_fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
+from pytest_pgha.plugin.scenario_fixtures import pgha_failover, pgha_stack  # noqa: F401
+from pytest_pgha.plugin.slo_fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
 from pytest_pgha.report.summary import (
     format_terminal_summary,
     from_workeroutput,
@@ -34,8 +36,6 @@ from pytest_pgha.report.summary import (
 from pytest_pgha.sandbox.context import check_reachable, reap_orphans
 from pytest_pgha.sandbox.registry import Registry
 from pytest_pgha.sandbox.runas import service_identity
-from pytest_pgha.scenarios.fixtures import pgha_failover, pgha_stack  # noqa: F401
-from pytest_pgha.slo.fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
 
 MARKERS = (
     "slo(**bounds): SLO bounds on the test's metrics, e.g. slo(writes_resume_ms='<= 1500')",

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from pytest_pgha import config as pgha_config
 from pytest_pgha.errors import PghaConfigError
-from pytest_pgha.report import session
+from pytest_pgha.plugin import options as pgha_config
+from pytest_pgha.plugin import session
 from pytest_pgha.report.summary import SummaryEntry
 from pytest_pgha.slo.expressions import (
     SloBound,
