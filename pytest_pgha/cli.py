@@ -1,4 +1,4 @@
-"""The `pgha` command: `pgha doctor` and `pgha cleanup`."""
+"""The `pgha` command: `pgha doctor`, `pgha cleanup` and `pgha metrics`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_pgha import doctor
+from pytest_pgha.metrics import CATALOG
 from pytest_pgha.sandbox.context import default_base_dir, reap_orphans
 
 
@@ -31,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also what live runs own (stop every pytest-pgha sandbox)",
     )
+    commands.add_parser(
+        "metrics", help="print the metric catalog as a Markdown table (README.md holds it)"
+    )
     return parser
 
 
@@ -40,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, code = doctor.report(doctor.findings())
         print(text)
         return code
+    if args.command == "metrics":
+        print(CATALOG.markdown_table())
+        return 0
     base = args.basedir or default_base_dir()
     if not base.exists():
         print(f"nothing to clean: {base} does not exist")

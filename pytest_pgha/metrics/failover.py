@@ -28,6 +28,7 @@ from pytest_pgha.metrics.buckets import (
     post_inject_buckets,
     validate_bucket_ms,
 )
+from pytest_pgha.metrics.catalog import register_metric
 from pytest_pgha.timeline import (
     DETECT,
     PROMOTE_DONE,
@@ -42,7 +43,7 @@ from pytest_pgha.workload.records import Outcome, TxRecord
 
 @dataclass(frozen=True)
 class FailoverMetrics:
-    """The numbers of one failover trial; see ``METRIC_DOCS`` for each field."""
+    """The numbers of one failover trial; each field is in the metric catalog."""
 
     writes_resume_ms: int | None
     error_count_post_inject: int
@@ -77,70 +78,135 @@ class FailoverMetrics:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-METRIC_DOCS: dict[str, str] = {
-    "writes_resume_ms": (
-        "ms from the inject to the first clean bucket (ok>0, err==0) after the first "
-        "disrupted one; -1 = no disruption, None = never resumed; precise to one bucket width"
-    ),
-    "error_count_post_inject": "failed, indeterminate or connect-failed attempts after the inject",
-    "total_ok_pre_inject": "successful transactions that ended before the inject",
-    "ok_post_inject": "successful transactions that ended after the inject, within the window",
-    "in_flight_errors": "post-inject errors on a worker whose previous transaction had succeeded",
-    "retry_errors": "post-inject errors on a worker whose previous transaction had also failed",
-    "indeterminate_commits": "post-inject transactions whose COMMIT outcome is unknown",
-    "connect_failures": "post-inject attempts that could not even connect",
-    "workers": "workload workers (distinct client ids, or the number configured)",
-    "workers_lost": "workers whose last post-inject error was never followed by a success",
-    "connections_survived": "workers whose client connection never broke after the inject",
-    "reconnect_ms_max": (
-        "slowest erring worker: ms from rewire_done (else promote_done, else inject) to its "
-        "first success after its first error; None if one never succeeded; ~1 ms precision"
-    ),
-    "reconnect_ms_median": "median of the same per-worker times; ~1 ms precision",
-    "detect_ms": "detect - inject, from the harness's own clock (~1 ms precision)",
-    "promote_ms": "promote_done - promote_start (~1 ms precision)",
-    "rewire_ms": "rewire_done - rewire_start (~1 ms precision)",
-    "ready_ms": "rewire_done (else promote_done) - inject (~1 ms precision)",
-    "recovery_ms": (
-        "writes_resume_ms - detect_ms: from the HA manager declaring the primary dead to "
-        "the first clean bucket, what promotion, proxy and reconnects cost; -1 = no "
-        "disruption, None = never resumed or nothing detected; precise to one bucket "
-        "(slightly negative when writes resumed inside the bucket holding the detection)"
-    ),
-    "server_write_gap_ms": (
-        "largest gap between commit timestamps around the inject, read on the new primary "
-        "(pg_xact_commit_timestamp; precise to the commit density, ~0.1 ms at 10k tps)"
-    ),
-    "server_resume_ms": (
-        "first commit on the new primary (timestamp at or after promote_start) - inject; "
-        "always <= writes_resume_ms + one bucket: the resume bucket holds an acknowledged "
-        "commit, which the server timestamped before the client saw it"
-    ),
-    "harness_lag_ms_max": (
-        "how late the harness ran a planned action (fault, detection delay, probe, sample, "
-        "its 10 ms heartbeat), the largest over the trial; ~0.1 ms"
-    ),
-    "harness_lag_ms_p99": "the 99th percentile of the same lateness",
-    "workload_lag_ms_max": (
-        "how late the workload process's 10 ms heartbeat woke, the largest over the trial: "
-        "the error of the clock that stamps each transaction"
-    ),
-    "workload_lag_ms_p99": "the 99th percentile of the same lateness",
-}
+BUCKET = "one bucket width (100 ms by default)"
+CLOCK = "~1 ms (the harness's clocks)"
+COUNT = "exact"
 
-# Figures of the other scenarios (server cross-check, read path, proxy restart), so
-# that SLOs can bound them too.
-SCENARIO_METRIC_DOCS: dict[str, str] = {
-    "reads_resume_ms": "writes_resume_ms computed on the read workload's log",
-    "read_error_count": "read attempts that failed after the inject",
-    "unavailable_ms": (
-        "restart window: last good connect+query probe before the outage to the first after "
-        "(precise to the probe interval, 2 ms by default)"
-    ),
-    "probes_failed": "connect+query probes that failed during the proxy restart",
-}
 
-METRIC_NAMES: frozenset[str] = frozenset(METRIC_DOCS) | frozenset(SCENARIO_METRIC_DOCS)
+def _failover(name: str, unit: str, meaning: str, precision: str, **flags: bool) -> None:
+    register_metric(
+        name, unit=unit, meaning=meaning, precision=precision, group="failover", **flags
+    )
+
+
+_failover(
+    "writes_resume_ms",
+    "ms",
+    "inject to the first clean bucket (ok>0, err==0) after the first disrupted one; "
+    "-1 = no disruption, None = never resumed",
+    BUCKET,
+    minus_one_is_undisrupted=True,
+    timed=True,
+)
+_failover(
+    "recovery_ms",
+    "ms",
+    "writes_resume_ms - detect_ms: from the HA manager declaring the primary dead to the "
+    "first clean bucket (promotion, proxy, reconnects); -1 = no disruption, None = never "
+    "resumed or nothing detected",
+    BUCKET + "; slightly negative when writes resumed in the bucket of the detection",
+    minus_one_is_undisrupted=True,
+    timed=True,
+)
+_failover(
+    "error_count_post_inject",
+    "count",
+    "failed, indeterminate or connect-failed attempts after the inject",
+    COUNT,
+)
+_failover("total_ok_pre_inject", "count", "successful transactions before the inject", COUNT)
+_failover(
+    "ok_post_inject", "count", "successful transactions after the inject, in the window", COUNT
+)
+_failover(
+    "in_flight_errors",
+    "count",
+    "post-inject errors on a worker whose previous transaction had succeeded",
+    COUNT,
+)
+_failover(
+    "retry_errors",
+    "count",
+    "post-inject errors on a worker whose previous transaction had also failed",
+    COUNT,
+)
+_failover(
+    "indeterminate_commits",
+    "count",
+    "post-inject transactions whose COMMIT outcome is unknown",
+    COUNT,
+)
+_failover("connect_failures", "count", "post-inject attempts that could not even connect", COUNT)
+_failover("workers", "workers", "workload workers (distinct client ids, or as configured)", COUNT)
+_failover(
+    "workers_lost",
+    "workers",
+    "workers whose last post-inject error was never followed by a success",
+    COUNT,
+)
+_failover(
+    "connections_survived",
+    "workers",
+    "workers whose client connection never broke after the inject",
+    COUNT,
+)
+_failover(
+    "reconnect_ms_max",
+    "ms",
+    "slowest erring worker: rewire_done (else promote_done, else inject) to its first "
+    "success after its first error; None if one never succeeded",
+    CLOCK,
+    timed=True,
+)
+_failover("reconnect_ms_median", "ms", "median of the same per-worker times", CLOCK, timed=True)
+_failover("detect_ms", "ms", "detect - inject", CLOCK, timed=True)
+_failover("promote_ms", "ms", "promote_done - promote_start", CLOCK, timed=True)
+_failover("rewire_ms", "ms", "rewire_done - rewire_start", CLOCK, timed=True)
+_failover("ready_ms", "ms", "rewire_done (else promote_done) - inject", CLOCK, timed=True)
+_failover(
+    "server_write_gap_ms",
+    "ms",
+    "largest gap between commit timestamps around the inject, read on the new primary "
+    "(pg_xact_commit_timestamp)",
+    "the commit density (~0.1 ms at 10k tps)",
+)
+_failover(
+    "server_resume_ms",
+    "ms",
+    "first commit on the new primary (timestamp at or after promote_start) - inject; an "
+    "upper bound: only each row's last commit is kept",
+    "always <= writes_resume_ms + one bucket",
+)
+register_metric(
+    "harness_lag_ms_max",
+    unit="ms",
+    meaning="how late the harness ran a planned action (fault, detection delay, probe, "
+    "sample, its 10 ms heartbeat), the largest over the trial",
+    precision="~0.1 ms",
+    group="harness",
+)
+register_metric(
+    "harness_lag_ms_p99",
+    unit="ms",
+    meaning="the 99th percentile of the same lateness",
+    precision="~0.1 ms",
+    group="harness",
+)
+register_metric(
+    "workload_lag_ms_max",
+    unit="ms",
+    meaning="how late the workload processes' 10 ms heartbeat woke, the largest over the "
+    "trial: the error of the clock that stamps each transaction",
+    precision="~0.1 ms",
+    group="harness",
+)
+register_metric(
+    "workload_lag_ms_p99",
+    unit="ms",
+    meaning="the 99th percentile of the same lateness",
+    precision="~0.1 ms",
+    group="harness",
+)
 
 
 def writes_resume_ms(buckets: Sequence[Bucket]) -> int | None:

@@ -7,7 +7,7 @@ entries travel as one JSON string per worker (:func:`to_workeroutput` /
 
 An SLO result is a plain dict so this module does not depend on the SLO package; the
 keys read here are ``metric``, ``measured``, ``op``, ``bound`` and ``passed`` (bool),
-plus an optional ``unit``.
+plus the optional ``unit`` and ``timed`` (the catalog's).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def format_terminal_summary(entries: Iterable[SummaryEntry]) -> list[str]:
 def _timing_error(entry: SummaryEntry, result: dict[str, Any]) -> str:
     lags = [entry.metrics.get(name) for name in ("harness_lag_ms_max", "workload_lag_ms_max")]
     known = [lag for lag in lags if isinstance(lag, (int, float))]
-    if not str(result.get("metric", "")).endswith("_ms") or not known:
+    if not result.get("timed") or not known:
         return ""
     return f" (harness timing error <= {_format_value(float(max(known)))} ms)"
 

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.faults.inject import kill_replica
 from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metrics
+from pytest_pgha.metrics.reads import read_path_metrics
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
@@ -29,8 +30,7 @@ class ReplicaLossResult:
     def metrics_json(self) -> dict[str, Any]:
         return {
             **self.writes.to_json(),
-            "reads_resume_ms": self.reads.writes_resume_ms,
-            "read_error_count": self.reads.error_count_post_inject,
+            **read_path_metrics(self.reads),
         }
 
 

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_pgha.faults.inject import crash_proxy, restart_proxy
+from pytest_pgha.metrics.restart import ProbeReport, summarise
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.timeline import Event
-from pytest_pgha.workload.prober import ConnectProber, Probe, ProbeReport, summarise
+from pytest_pgha.workload.prober import ConnectProber, Probe
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""SLO bounds on failover metrics, as written in markers, ini files and on the command line.
+"""SLO bounds on the catalog's metrics, as written in markers, ini files and on the command line.
 
 Marker form, one keyword per metric::
 
@@ -15,14 +15,13 @@ times ``workers`` (``2*workers`` or ``workers*2``).
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pytest_pgha.errors import PghaConfigError
-from pytest_pgha.metrics.failover import METRIC_NAMES
+from pytest_pgha.metrics import CATALOG
 
 SloSource = Literal["marker", "cli", "ini", "code"]
 SOURCES: frozenset[str] = frozenset({"marker", "cli", "ini", "code"})
@@ -143,16 +142,11 @@ def _factor_of_workers(value: str, text: str) -> tuple[float, bool]:
 
 
 def _check_metric(metric: str, text: str) -> None:
-    if metric in METRIC_NAMES:
+    if metric in CATALOG:
         return
-    close = difflib.get_close_matches(metric, sorted(METRIC_NAMES), n=3)
-    hint = (
-        f"did you mean {', '.join(close)}?"
-        if close
-        else f"valid: {', '.join(sorted(METRIC_NAMES))}"
-    )
     raise PghaConfigError(
-        f"invalid SLO {text}: unknown metric {metric!r}; {hint} (operators: {', '.join(OPERATORS)})"
+        f"invalid SLO {text}: unknown metric {metric!r}; {CATALOG.suggestion(metric)} "
+        f"(operators: {', '.join(OPERATORS)})"
     )
 
 

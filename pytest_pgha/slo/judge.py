@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from pytest_pgha.metrics.failover import FailoverMetrics
+from pytest_pgha.metrics import CATALOG, FailoverMetrics
 from pytest_pgha.slo.expressions import SloBound, SloSource
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
@@ -19,8 +19,6 @@ _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "!=": operator.ne,
 }
 _UPPER = frozenset({"<=", "<"})
-# Metrics where -1 means "never disrupted".
-_RESUME_METRICS = frozenset({"writes_resume_ms", "reads_resume_ms", "recovery_ms"})
 Measured: TypeAlias = int | float | None
 Metrics: TypeAlias = FailoverMetrics | Mapping[str, Measured]
 _HEADER = ("metric", "measured", "bound", "result")
@@ -37,6 +35,8 @@ class SloResult:
     passed: bool
     source: SloSource
     bound_expr: str = ""  # as written; the table shows it when it names workers
+    unit: str | None = None  # the catalog's
+    timed: bool = False  # on the harness's clocks: shown beside its timing error
 
 
 class SloViolation(AssertionError):
@@ -81,6 +81,7 @@ def _lookup(metrics: Metrics, name: str) -> Measured:
 
 
 def _judge_one(metrics: Metrics, bound: SloBound) -> SloResult:
+    known = CATALOG.get(bound.metric)
     measured = _lookup(metrics, bound.metric)
     limit = bound.resolve(int(_lookup(metrics, "workers") or 0))
     return SloResult(
@@ -91,6 +92,8 @@ def _judge_one(metrics: Metrics, bound: SloBound) -> SloResult:
         passed=_passes(bound.metric, measured, bound.op, limit),
         source=bound.source,
         bound_expr=bound.value_expr,
+        unit=CATALOG.unit_of(bound.metric),
+        timed=bool(known and known.timed),
     )
 
 
@@ -101,9 +104,14 @@ def _passes(metric: str, measured: float | None, op: str, limit: float) -> bool:
         return False
     # -1 means writes were never disrupted, which is better than any upper bound,
     # even one a careless user set below zero.
-    if metric in _RESUME_METRICS and measured == -1 and op in _UPPER:
+    if _undisrupted_means_minus_one(metric) and measured == -1 and op in _UPPER:
         return True
     return _COMPARE[op](measured, limit)
+
+
+def _undisrupted_means_minus_one(metric: str) -> bool:
+    known = CATALOG.get(metric)
+    return known is not None and known.minus_one_is_undisrupted
 
 
 def _row(result: SloResult) -> tuple[str, str, str, str]:
@@ -120,9 +128,9 @@ def _row(result: SloResult) -> tuple[str, str, str, str]:
 
 
 def _measured(metric: str, value: float | None) -> str:
-    if metric in _RESUME_METRICS and value is None:
+    if _undisrupted_means_minus_one(metric) and value is None:
         return "none (never resumed)"
-    if metric in _RESUME_METRICS and value == -1:
+    if _undisrupted_means_minus_one(metric) and value == -1:
         return "-1 (no disruption)"
     return "none" if value is None else _number(value)
 

@@ -1,6 +1,7 @@
 """The restart-window summary, on synthetic probes."""
 
-from pytest_pgha.workload.prober import Probe, summarise
+from pytest_pgha.metrics.restart import summarise
+from pytest_pgha.workload.prober import Probe
 
 
 def probes(pattern, start=0, step=2000, latency=500):

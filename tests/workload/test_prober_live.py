@@ -4,8 +4,9 @@ import time
 
 from workload_helpers import orphans_stop_by_themselves
 
+from pytest_pgha.metrics.restart import summarise
 from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
-from pytest_pgha.workload.prober import ConnectProber, summarise
+from pytest_pgha.workload.prober import ConnectProber
 
 lone_primary = pgha_cluster_factory(replicas=0)
 
