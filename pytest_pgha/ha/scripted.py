@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from typing import Literal
 
 from pytest_pgha import timeline as phase
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.cluster.probe import postmaster_answers
 from pytest_pgha.errors import ClusterError, PghaConfigError
+from pytest_pgha.ha.base import DetectPolicy, RewirePath
 from pytest_pgha.lag import prioritise
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.timeline import Event, Timeline
 
-RewirePath = Literal["explicit", "monitor"]
 # Before choosing, wait (at most the timeout) for the standbys' WAL receivers to stop
 # streaming from the lost primary: one whose primary died sees the end of its
 # connection within milliseconds; one cut off by a partition would stream on paper
@@ -26,28 +24,6 @@ RewirePath = Literal["explicit", "monitor"]
 RECEIVERS_POLL_S = 0.005
 RECEIVERS_STOP_TIMEOUT_S = 1.0
 STREAMING_RECEIVERS_SQL = "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'"
-
-
-@dataclass(frozen=True)
-class DetectPolicy:
-    """How the HA manager notices the primary is gone: after a fixed delay (the lab's
-    `sleep 1`), or by probing every interval until `failures` probes in a row fail."""
-
-    delay_s: float | None = 1.0
-    probe_interval_s: float | None = None
-    failures: int = 1
-
-    def __post_init__(self) -> None:
-        if (self.delay_s is None) == (self.probe_interval_s is None):
-            raise PghaConfigError.invalid(
-                "detect", self, "give exactly one of delay_s or probe_interval_s"
-            )
-        if self.delay_s is not None and not 0 <= self.delay_s <= 60:
-            raise PghaConfigError.invalid("detect_delay_s", self.delay_s, "use 0..60 seconds")
-        if self.probe_interval_s is not None and not 0.01 <= self.probe_interval_s <= 10:
-            raise PghaConfigError.invalid(
-                "probe_interval_s", self.probe_interval_s, "use 0.01..10 seconds"
-            )
 
 
 class ScriptedHA:

@@ -70,6 +70,12 @@ class MetricCatalog:
         self._metrics[metric.name] = metric
         return metric
 
+    def snapshot(self) -> dict[str, Metric]:
+        return dict(self._metrics)
+
+    def restore(self, snapshot: dict[str, Metric]) -> None:
+        self._metrics = dict(snapshot)
+
     def get(self, name: str) -> Metric | None:
         return self._metrics.get(name)
 

@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.ha.registry import HA_MANAGERS
 from pytest_pgha.lag import prioritise_session, restore_session
+from pytest_pgha.metrics import CATALOG
+from pytest_pgha.plugin import hookspecs
 from pytest_pgha.plugin import options as pgha_config
 from pytest_pgha.plugin import session as run_summary
 from pytest_pgha.plugin.cluster_fixtures import (  # noqa: F401  (fixtures are found by name)
@@ -26,6 +29,7 @@ from pytest_pgha.plugin.cluster_fixtures import (  # noqa: F401  (fixtures are f
 from pytest_pgha.plugin.proxy_fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
 from pytest_pgha.plugin.scenario_fixtures import pgha_failover, pgha_stack  # noqa: F401
 from pytest_pgha.plugin.slo_fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
+from pytest_pgha.proxies.registry import PROXIES
 from pytest_pgha.report.summary import (
     format_terminal_summary,
     from_workeroutput,
@@ -45,10 +49,36 @@ MARKERS = (
 )
 WORKEROUTPUT_KEY = "pgha_summary"
 SESSION_NICENESS_KEY = pytest.StashKey["int | None"]()
+REGISTRIES_KEY = pytest.StashKey[tuple[Any, Any, Any]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     pgha_config.add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def _add_plugins_kinds(config: pytest.Config) -> None:
+    """Let conftests and plugins register their metrics, HA managers and proxies; what
+    they register is forgotten at the end of the run (pytest_unconfigure)."""
+    config.stash[REGISTRIES_KEY] = (
+        CATALOG.snapshot(),
+        HA_MANAGERS.snapshot(),
+        PROXIES.snapshot(),
+    )
+    config.hook.pytest_pgha_add_metrics(catalog=CATALOG)
+    config.hook.pytest_pgha_add_ha_managers(registry=HA_MANAGERS)
+    config.hook.pytest_pgha_add_proxies(registry=PROXIES)
+
+
+def _forget_plugins_kinds(config: pytest.Config) -> None:
+    saved = config.stash.get(REGISTRIES_KEY, None)
+    if saved is not None:
+        CATALOG.restore(saved[0])
+        HA_MANAGERS.restore(saved[1])
+        PROXIES.restore(saved[2])
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -59,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     try:
+        _add_plugins_kinds(config)
         opts = pgha_config.resolve(config)
         config.stash[pgha_config.STASH_KEY] = opts
         validate_options(config)
@@ -156,6 +187,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     restore_session(config.stash.get(SESSION_NICENESS_KEY, None))
+    _forget_plugins_kinds(config)
     if pgha_config.STASH_KEY not in config.stash or RUN_ID_KEY not in config.stash:
         return
     opts = pgha_config.options(config)

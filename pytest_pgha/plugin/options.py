@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.proxies.registry import BUILT_IN_KINDS, PROXIES
 from pytest_pgha.sandbox.context import default_base_dir
 
-PROXY_KINDS = ("direct", "pgbouncer", "haproxy", "pgpool", "proxysql", "pgdog", "pgcat")
 STASH_KEY = pytest.StashKey["PghaOptions"]()
 
 
@@ -68,7 +68,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--pgha-proxies",
         default=None,
         metavar="KIND,...",
-        help=f"proxy kinds to run ({', '.join(PROXY_KINDS)}; default all)",
+        help=f"proxy kinds to run ({', '.join(BUILT_IN_KINDS)} or a plugin's; default all)",
     )
     parser.addini("pgha_pg_bindir", "PostgreSQL bin/ directory", default=None)
     parser.addini("pgha_basedir", "where sandboxes live", default=None)
@@ -109,16 +109,7 @@ def resolve(config: pytest.Config) -> PghaOptions:
     proxies_text, proxies_source = _pick(
         option.pgha_proxies, "--pgha-proxies", config.getini("pgha_proxies"), "ini pgha_proxies"
     )
-    proxies = (
-        tuple(p.strip() for p in proxies_text.split(",") if p.strip())
-        if proxies_text is not None
-        else PROXY_KINDS
-    )
-    unknown = [p for p in proxies if p not in PROXY_KINDS]
-    if unknown or not proxies:
-        raise PghaConfigError.invalid(
-            proxies_source, proxies_text, f"choose among {', '.join(PROXY_KINDS)}"
-        )
+    proxies = _proxy_kinds(proxies_text, proxies_source)
     return PghaOptions(
         pg_bindir_option=option.pgha_pg_bindir,
         pg_bindir_ini=config.getini("pgha_pg_bindir") or None,
@@ -130,6 +121,19 @@ def resolve(config: pytest.Config) -> PghaOptions:
         bucket_ms=bucket_ms,
         proxies=proxies,
     )
+
+
+def _proxy_kinds(text: str | None, source: str) -> tuple[str, ...]:
+    """The kinds asked for (any case), in their registered spelling; all by default."""
+    if text is None:
+        return PROXIES.kinds()
+    asked = [p.strip() for p in text.split(",") if p.strip()]
+    if not asked:
+        raise PghaConfigError.invalid(source, text, f"choose among {', '.join(PROXIES.kinds())}")
+    try:
+        return tuple(dict.fromkeys(PROXIES.canonical(p) for p in asked))
+    except PghaConfigError as error:
+        raise PghaConfigError(f"{source}: {error}") from None
 
 
 def options(config: pytest.Config) -> PghaOptions:

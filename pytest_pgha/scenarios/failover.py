@@ -14,7 +14,8 @@ from typing import Any
 from pytest_pgha import timeline as phase
 from pytest_pgha.errors import PghaConfigError, RunnerTooBusy
 from pytest_pgha.faults.inject import FAULTS
-from pytest_pgha.ha.scripted import DetectPolicy, RewirePath, ScriptedHA
+from pytest_pgha.ha.base import DetectPolicy, HAOptions, RewirePath
+from pytest_pgha.ha.registry import HA_MANAGERS
 from pytest_pgha.lag import Heartbeat, LagSummary
 from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metrics
 from pytest_pgha.metrics.server_gap import (
@@ -35,6 +36,8 @@ class TrialPlan:
     """What one trial does. Short by default (seconds, not the lab's 90 s)."""
 
     fault: str = "kill_primary"
+    # The HA manager, by its kind in pytest_pgha.ha.registry.
+    ha: str = "scripted"
     detect_delay_s: float | None = 1.0
     probe_interval_s: float | None = None
     rewire: RewirePath = "explicit"
@@ -56,6 +59,8 @@ class TrialPlan:
     max_harness_lag_ms: float | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ha", HA_MANAGERS.canonical(self.ha))
+        self.ha_options()  # validates detect and rewire before anything starts
         if self.fault not in FAULTS:
             raise PghaConfigError.invalid("fault", self.fault, f"use one of {', '.join(FAULTS)}")
         if self.warmup_s < 0.5 or self.settle_s < 0.5:
@@ -84,15 +89,14 @@ class TrialPlan:
             return DetectPolicy(delay_s=None, probe_interval_s=self.probe_interval_s)
         return DetectPolicy(delay_s=self.detect_delay_s)
 
+    def ha_options(self) -> HAOptions:
+        return HAOptions(detect=self.detect_policy(), rewire=self.rewire)
+
     def parameters(self, proxy_kind: str) -> dict[str, object]:
-        detect = (
-            f"probe every {self.probe_interval_s}s"
-            if self.probe_interval_s is not None
-            else f"{self.detect_delay_s}s"
-        )
+        detect = self.detect_policy().describe()
         return {
             "proxy": proxy_kind,
-            "ha": "scripted",
+            "ha": self.ha,
             "fault": self.fault,
             "workers": self.workers,
             "detect": detect,
@@ -192,7 +196,7 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     worker to commit again, settle; then compute the metrics."""
     fault, inject_fault = FAULTS[plan.fault]
     cluster, proxy, timeline = stack.cluster, stack.proxy, stack.timeline
-    ha = ScriptedHA(cluster, proxy, timeline, detect=plan.detect_policy(), rewire=plan.rewire)
+    ha = HA_MANAGERS.create(plan.ha, cluster, proxy, timeline, plan.ha_options())
     driver = WorkloadDriver(
         proxy.rw_dsn,
         WorkloadOptions(

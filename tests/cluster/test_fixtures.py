@@ -139,7 +139,7 @@ def test_impossible_options_fail_with_one_clear_message(
             "--pgha-bucket-ms=abc",
             "invalid --pgha-bucket-ms='abc': give a whole number of milliseconds from 10 to 1000",
         ),
-        ("--pgha-proxies=bogus", "invalid --pgha-proxies='bogus': choose among direct,"),
+        ("--pgha-proxies=bogus", "--pgha-proxies: unknown proxy kind 'bogus'; known: direct,"),
     ],
 )
 def test_bad_command_line_options_are_usage_errors(

@@ -26,12 +26,17 @@ PLAIN_TEST = "def test_nothing():\n    pass\n"
         ),
         pytest.param(
             ["--pgha-proxies=bogus"],
-            ["--pgha-proxies", "'bogus'", "choose among direct, pgbouncer, haproxy"],
+            ["--pgha-proxies", "'bogus'", "known: direct, pgbouncer, haproxy"],
             id="unknown-proxy",
         ),
         pytest.param(
+            ["--pgha-proxies=pgpol"],
+            ["--pgha-proxies", "unknown proxy kind 'pgpol'", "did you mean pgpool?"],
+            id="proxy-typo-gets-suggestion",
+        ),
+        pytest.param(
             ["--pgha-proxies=direct,,bogus"],
-            ["--pgha-proxies", "bogus", "choose among"],
+            ["--pgha-proxies", "bogus", "known:"],
             id="unknown-proxy-in-list",
         ),
         pytest.param(
