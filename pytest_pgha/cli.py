@@ -32,8 +32,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also what live runs own (stop every pytest-pgha sandbox)",
     )
-    commands.add_parser(
+    metrics = commands.add_parser(
         "metrics", help="print the metric catalog as a Markdown table (README.md holds it)"
+    )
+    metrics.add_argument(
+        "--update",
+        type=Path,
+        metavar="FILE",
+        help="rewrite the table between <!-- metrics --> and <!-- /metrics --> in FILE",
     )
     return parser
 
@@ -45,13 +51,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text)
         return code
     if args.command == "metrics":
-        print(CATALOG.markdown_table())
-        return 0
+        return _metrics(args.update)
     base = args.basedir or default_base_dir()
     if not base.exists():
         print(f"nothing to clean: {base} does not exist")
         return 0
     print(f"{base}: {reap_orphans(base, everything=args.all)}")
+    return 0
+
+
+def _metrics(update: Path | None) -> int:
+    table = CATALOG.markdown_table()
+    if update is None:
+        print(table)
+        return 0
+    text = update.read_text()
+    start, end = "<!-- metrics -->\n", "\n<!-- /metrics -->"
+    if start not in text or end not in text:
+        print(f"{update} has no {start.strip()} ... {end.strip()} markers", file=sys.stderr)
+        return 2
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    update.write_text(f"{head}{start}{table}{end}{tail}")
+    print(f"{update}: metric table updated")
     return 0
 
 

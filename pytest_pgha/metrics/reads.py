@@ -22,10 +22,18 @@ register_metric(
     precision="exact",
     group="read path",
 )
+register_metric(
+    "reads_ok_post_inject",
+    unit="count",
+    meaning="successful reads after the inject, in the window",
+    precision="exact",
+    group="read path",
+)
 
 
 def read_path_metrics(reads: FailoverMetrics) -> dict[str, int | float | None]:
     return {
         "reads_resume_ms": reads.writes_resume_ms,
         "read_error_count": reads.error_count_post_inject,
+        "reads_ok_post_inject": reads.ok_post_inject,
     }

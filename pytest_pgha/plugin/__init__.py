@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -27,7 +28,12 @@ from pytest_pgha.plugin.cluster_fixtures import (  # noqa: F401  (fixtures are f
     pgha_sandbox,
 )
 from pytest_pgha.plugin.proxy_fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
-from pytest_pgha.plugin.scenario_fixtures import pgha_failover, pgha_stack  # noqa: F401
+from pytest_pgha.plugin.recording import violations
+from pytest_pgha.plugin.scenario_fixtures import (  # noqa: F401
+    pgha_failover,
+    pgha_scenario,
+    pgha_stack,
+)
 from pytest_pgha.plugin.slo_fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
 from pytest_pgha.proxies.registry import PROXIES
 from pytest_pgha.report.summary import (
@@ -40,6 +46,7 @@ from pytest_pgha.report.summary import (
 from pytest_pgha.sandbox.context import check_reachable, reap_orphans
 from pytest_pgha.sandbox.registry import Registry
 from pytest_pgha.sandbox.runas import service_identity
+from pytest_pgha.slo.judge import SloViolation
 
 MARKERS = (
     "slo(**bounds): SLO bounds on the test's metrics, e.g. slo(writes_resume_ms='<= 1500')",
@@ -151,6 +158,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     errors = [e for e in (validate_marker(item) for item in items) if e]
     if errors:
         raise pytest.UsageError("malformed slo marker:\n" + "\n".join(errors))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """SLOs violated by the test's scenarios fail it once its body has run: the rest of
+    the test still runs, and a failure of its own is reported with the SLO table."""
+    try:
+        yield
+    except BaseException:
+        for violation in violations(item):
+            item.add_report_section("call", "pytest-pgha SLOs", str(violation))
+        raise
+    found = violations(item)
+    if found:
+        raise found[0] if len(found) == 1 else SloViolation([r for v in found for r in v.results])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -3,13 +3,14 @@ fixture for checks written in code."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import asdict
 from typing import Any
 
 import pytest
 
 from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.metrics import FailoverMetrics
 from pytest_pgha.plugin import options as pgha_config
 from pytest_pgha.plugin import session
 from pytest_pgha.report.summary import SummaryEntry
@@ -42,19 +43,35 @@ def result_dicts(results: list[SloResult]) -> list[dict[str, Any]]:
 
 
 class SloChecker:
-    """`pgha_slo.check(result.metrics_json(), writes_resume_ms="<= 1500")`"""
+    """`pgha_slo.check(result, writes_resume_ms="<= 1500")`: result is a scenario's
+    result, its `.metrics`, or a mapping of metric names to figures."""
 
     def __init__(self, item: pytest.Item) -> None:
         self.item = item
         self.results: list[SloResult] = []
 
-    def check(self, metrics: Metrics, **bounds: str) -> list[SloResult]:
+    def check(self, measured: object, **bounds: str) -> list[SloResult]:
         parsed = [parse_comparison(name, expr, source="code") for name, expr in bounds.items()]
-        results = judge(metrics, parsed)
+        results = judge(figures_of(measured), parsed)
         self.results.extend(results)
         if not all(r.passed for r in results):
             raise SloViolation(results)
         return results
+
+
+def figures_of(measured: object) -> Metrics:
+    """The figures to judge, or one clear error: a gate never reads a figure off an
+    object that does not carry it (that would report "never resumed" for a trial
+    whose writes resumed)."""
+    metrics = getattr(measured, "metrics", None)
+    if isinstance(metrics, Mapping):
+        return metrics
+    if isinstance(measured, (Mapping, FailoverMetrics)):
+        return measured
+    raise PghaConfigError(
+        f"pgha_slo.check() takes a scenario's result, its .metrics or a mapping of "
+        f"metric names to figures, not {type(measured).__name__}"
+    )
 
 
 @pytest.fixture

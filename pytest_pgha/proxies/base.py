@@ -124,6 +124,8 @@ class Proxy(ABC):
     install_hint: ClassVar[str]
     has_monitor: ClassVar[bool] = False
     splits_reads: ClassVar[bool] = False
+    # A process of its own that can crash and restart (the direct baseline has none).
+    has_process: ClassVar[bool] = True
 
     def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
         self.settings = settings

@@ -20,6 +20,7 @@ class DirectProxy(Proxy):
     install_hint: ClassVar[str] = "nothing to install: libpq comes with psycopg"
     has_monitor: ClassVar[bool] = True  # target_session_attrs is the client's own check
     splits_reads: ClassVar[bool] = True
+    has_process: ClassVar[bool] = False
     _probes: dict[str, psycopg.Connection[Any]]
 
     @classmethod

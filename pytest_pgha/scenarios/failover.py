@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_pgha import timeline as phase
 from pytest_pgha.errors import PghaConfigError, RunnerTooBusy
@@ -23,8 +23,10 @@ from pytest_pgha.metrics.server_gap import (
     first_commit_after_ms,
     largest_commit_gap_ms,
 )
+from pytest_pgha.metrics.values import MetricValues
 from pytest_pgha.proxies.sampler import Sampler
 from pytest_pgha.proxies.samples import ProxySample
+from pytest_pgha.scenarios.protocol import check_load, check_window, short_repr
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
@@ -40,7 +42,10 @@ class TrialPlan:
     ha: str = "scripted"
     detect_delay_s: float | None = 1.0
     probe_interval_s: float | None = None
-    rewire: RewirePath = "explicit"
+    # How the proxy learns of the new primary: "explicit" (the HA manager tells it) or
+    # "monitor" (it finds out by itself); None: as the proxy was configured
+    # (@pytest.mark.pgha_proxy(monitor=True) means "monitor").
+    rewire: RewirePath | None = None
     workers: int = 8
     rate: float | None = None
     warmup_s: float = 2.0
@@ -63,12 +68,8 @@ class TrialPlan:
         self.ha_options()  # validates detect and rewire before anything starts
         if self.fault not in FAULTS:
             raise PghaConfigError.invalid("fault", self.fault, f"use one of {', '.join(FAULTS)}")
-        if self.warmup_s < 0.5 or self.settle_s < 0.5:
-            raise PghaConfigError.invalid(
-                "warmup_s/settle_s",
-                (self.warmup_s, self.settle_s),
-                "give the workload at least 0.5 s before and after",
-            )
+        check_load("failover", workers=self.workers, rate=self.rate)
+        check_window("failover", warmup_s=self.warmup_s, settle_s=self.settle_s, least_s=0.5)
         if self.max_harness_lag_ms is not None and self.max_harness_lag_ms < 0:
             raise PghaConfigError.invalid(
                 "max_harness_lag_ms", self.max_harness_lag_ms, "use a bound >= 0 ms, or None"
@@ -90,7 +91,13 @@ class TrialPlan:
         return DetectPolicy(delay_s=self.detect_delay_s)
 
     def ha_options(self) -> HAOptions:
-        return HAOptions(detect=self.detect_policy(), rewire=self.rewire)
+        return HAOptions(detect=self.detect_policy(), rewire=self.rewire or "explicit")
+
+    def for_stack(self, stack: Stack) -> TrialPlan:
+        """The plan with what it left to the stack decided: the rewire path."""
+        if self.rewire is not None:
+            return self
+        return replace(self, rewire="monitor" if stack.proxy.settings.monitor else "explicit")
 
     def parameters(self, proxy_kind: str) -> dict[str, object]:
         detect = self.detect_policy().describe()
@@ -105,15 +112,20 @@ class TrialPlan:
         }
 
 
-@dataclass
+@dataclass(repr=False)
 class TrialResult:
+    """One failover trial (see ScenarioResult): `metrics` by catalog name, `figures`
+    the same as a typed FailoverMetrics."""
+
+    scenario: ClassVar[str] = "failover"
+
     plan: TrialPlan
     proxy_kind: str
     records: list[TxRecord]
     samples: list[ProxySample]
     events: list[Event]
     inject: Event
-    metrics: FailoverMetrics
+    figures: FailoverMetrics
     new_primary: str | None
     harness_lag: LagSummary
     workload_lag: LagSummary
@@ -122,12 +134,25 @@ class TrialResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def server_write_gap_ms(self) -> float | None:
-        return self.metrics.server_write_gap_ms
+    def metrics(self) -> MetricValues:
+        figures = self.figures.to_json()
+        figures.pop("bucket_ms")
+        return MetricValues(figures)
 
-    def metrics_json(self) -> dict[str, Any]:
+    @property
+    def parameters(self) -> dict[str, object]:
+        return self.plan.parameters(self.proxy_kind)
+
+    @property
+    def bucket_ms(self) -> int:
+        return self.plan.bucket_ms
+
+    @property
+    def server_write_gap_ms(self) -> float | None:
+        return self.figures.server_write_gap_ms
+
+    def details(self) -> dict[str, Any]:
         return {
-            **self.metrics.to_json(),
             "attempts": self.attempts,
             "harness_lag": self.harness_lag.to_json(),
             "workload_lag": self.workload_lag.to_json(),
@@ -147,14 +172,15 @@ class TrialResult:
         ]
         return f"{' and '.join(late)} (bound {bound:g} ms)" if late else None
 
-    def parameters(self) -> dict[str, object]:
-        return self.plan.parameters(self.proxy_kind)
+    def __repr__(self) -> str:
+        return short_repr(self)
 
 
 def run_failover(stack: Stack, plan: TrialPlan) -> TrialResult:
     """A failover trial that can judge the stack: when the harness ran later than the
     plan's bound (its own timing error, see pytest_pgha.lag), the stack is healed and
     the trial repeated once; late again, RunnerTooBusy says so instead of a verdict."""
+    plan = plan.for_stack(stack)
     first = run_failover_trial(stack, plan)
     first_excess = first.lag_excess()
     if first_excess is None or not FAULTS[plan.fault][0].loses_primary:
@@ -194,6 +220,7 @@ class RunnerTooBusyError(RunnerTooBusy):
 def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
     """One attempt: warm up, inject, let the HA manager fail over, wait for every
     worker to commit again, settle; then compute the metrics."""
+    plan = plan.for_stack(stack)
     fault, inject_fault = FAULTS[plan.fault]
     cluster, proxy, timeline = stack.cluster, stack.proxy, stack.timeline
     ha = HA_MANAGERS.create(plan.ha, cluster, proxy, timeline, plan.ha_options())
@@ -314,14 +341,3 @@ def _with_server_view(
         if promoted is None
         else first_commit_after_ms(commits, after_us=promoted, inject_us=inject.epoch_us),
     )
-
-
-def with_overrides(plan: TrialPlan, **overrides: Any) -> TrialPlan:
-    unknown = set(overrides) - set(TrialPlan.__dataclass_fields__)
-    if unknown:
-        raise PghaConfigError.invalid(
-            "trial option",
-            sorted(unknown),
-            f"known options: {', '.join(TrialPlan.__dataclass_fields__)}",
-        )
-    return replace(plan, **overrides)

@@ -5,20 +5,44 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.faults.inject import kill_replica
 from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metrics
 from pytest_pgha.metrics.reads import read_path_metrics
+from pytest_pgha.metrics.values import MetricValues
+from pytest_pgha.proxies.samples import ProxySample
+from pytest_pgha.scenarios.protocol import check_load, check_window, short_repr
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
 from pytest_pgha.workload.records import TxRecord
 
 
-@dataclass
+@dataclass(frozen=True)
+class ReplicaLossPlan:
+    workers: int = 4
+    rate: float | None = None
+    warmup_s: float = 1.5
+    settle_s: float = 2.0
+    bucket_ms: int = 100
+    # The replica to kill, by node name; None: the first.
+    replica: str | None = None
+
+    def __post_init__(self) -> None:
+        check_load("replica_loss", workers=self.workers, rate=self.rate)
+        check_window("replica_loss", warmup_s=self.warmup_s, settle_s=self.settle_s, least_s=0.5)
+
+
+@dataclass(repr=False)
 class ReplicaLossResult:
+    """`metrics`: the write workload's failover figures and the read path's; `writes`
+    and `reads` the two workloads' figures as typed FailoverMetrics."""
+
+    scenario: ClassVar[str] = "replica_loss"
+
+    plan: ReplicaLossPlan
     proxy_kind: str
     writes: FailoverMetrics
     reads: FailoverMetrics
@@ -27,36 +51,56 @@ class ReplicaLossResult:
     events: list[Event]
     inject: Event
 
-    def metrics_json(self) -> dict[str, Any]:
+    @property
+    def metrics(self) -> MetricValues:
+        figures = self.writes.to_json()
+        figures.pop("bucket_ms")
+        return MetricValues({**figures, **read_path_metrics(self.reads)})
+
+    @property
+    def parameters(self) -> dict[str, object]:
         return {
-            **self.writes.to_json(),
-            **read_path_metrics(self.reads),
+            "proxy": self.proxy_kind,
+            "fault": "kill_replica",
+            "workers": self.plan.workers,
+            "rate": self.plan.rate or "unthrottled",
         }
 
+    @property
+    def records(self) -> list[TxRecord]:
+        # The chart shows the read path: what this scenario is about.
+        return self.read_records
 
-def run_replica_loss(
-    stack: Stack,
-    *,
-    workers: int = 4,
-    rate: float | None = None,
-    warmup_s: float = 1.5,
-    settle_s: float = 2.0,
-    bucket_ms: int = 100,
-) -> ReplicaLossResult:
+    @property
+    def samples(self) -> list[ProxySample]:
+        return []
+
+    @property
+    def bucket_ms(self) -> int:
+        return self.plan.bucket_ms
+
+    def details(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        return short_repr(self)
+
+
+def run_replica_loss(stack: Stack, plan: ReplicaLossPlan) -> ReplicaLossResult:
     read_dsn = stack.proxy.ro_dsn
     if read_dsn is None:
         raise PghaConfigError(f"{stack.proxy.kind} has no read path to test replica loss on")
     scale = stack.cluster.spec.scale
-    writer = WorkloadDriver(
-        stack.proxy.rw_dsn, WorkloadOptions(workers=workers, scale=scale, rate=rate)
-    )
+    options = WorkloadOptions(workers=plan.workers, scale=scale, rate=plan.rate)
+    writer = WorkloadDriver(stack.proxy.rw_dsn, options)
     reader = WorkloadDriver(
-        read_dsn, WorkloadOptions(workers=workers, scale=scale, rate=rate, mode="read")
+        read_dsn,
+        WorkloadOptions(workers=plan.workers, scale=scale, rate=plan.rate, mode="read"),
     )
     with writer, reader:
-        time.sleep(warmup_s)
-        inject = kill_replica(stack.cluster, stack.timeline)
-        time.sleep(settle_s)
+        time.sleep(plan.warmup_s)
+        inject = kill_replica(stack.cluster, stack.timeline, plan.replica)
+        time.sleep(plan.settle_s)
         until_us = time.time_ns() // 1000
     events = stack.timeline.events
 
@@ -65,12 +109,12 @@ def run_replica_loss(
             records,
             events,
             inject_us=inject.epoch_us,
-            bucket_ms=bucket_ms,
+            bucket_ms=plan.bucket_ms,
             until_us=until_us,
-            workers=workers,
+            workers=plan.workers,
         )
 
     writes, reads = writer.records(), reader.records()
     return ReplicaLossResult(
-        stack.proxy.kind, metrics(writes), metrics(reads), writes, reads, events, inject
+        plan, stack.proxy.kind, metrics(writes), metrics(reads), writes, reads, events, inject
     )

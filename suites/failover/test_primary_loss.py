@@ -32,10 +32,10 @@ DETECTION = [
 @pytest.mark.slo(in_flight_errors="<= workers", workers_lost="== 0")
 @pytest.mark.parametrize("detection", DETECTION)
 def test_unplanned_primary_loss(
-    pgha_failover, pgha_cluster, pgha_slo, trial, detection, recovery_budget_ms
+    pgha_scenario, pgha_cluster, pgha_slo, trial, detection, recovery_budget_ms
 ):
     how, extra_ms = detection
-    result = pgha_failover.failover(fault="kill_primary", **how, **trial)
+    result = pgha_scenario.failover(fault="kill_primary", **how, **trial)
     pgha_slo.check(result.metrics, recovery_ms=f"<= {extra_ms + recovery_budget_ms}")
 
     topology = pgha_cluster.topology()
@@ -60,9 +60,9 @@ def test_unplanned_primary_loss(
 
 
 @pytest.mark.slo(workers_lost="== 0")
-def test_planned_switchover(pgha_failover, pgha_cluster, pgha_slo, trial, recovery_budget_ms):
+def test_planned_switchover(pgha_scenario, pgha_cluster, pgha_slo, trial, recovery_budget_ms):
     old_primary = pgha_cluster.primary
-    result = pgha_failover.failover(fault="stop_primary", **trial)
+    result = pgha_scenario.failover(fault="stop_primary", **trial)
     # The HA manager starts once the fast shutdown finished (the walsenders shipped the
     # last WAL first, ~300 ms): recovery counts from there.
     pgha_slo.check(result.metrics, recovery_ms=f"<= {recovery_budget_ms}")
@@ -75,14 +75,14 @@ def test_planned_switchover(pgha_failover, pgha_cluster, pgha_slo, trial, recove
 
 
 @pytest.mark.slo(workers_lost="== 0")
-def test_frozen_primary(pgha_failover, pgha_cluster, pgha_slo, trial, recovery_budget_ms):
+def test_frozen_primary(pgha_scenario, pgha_cluster, pgha_slo, trial, recovery_budget_ms):
     """SIGSTOP of every process of the primary: a hung host. Its kernel still accepts
     and ACKs, so only timeouts notice: the HA manager's probe (an SSLRequest that gets
     no answer within the 200 ms interval) and the application's 1 s statement timeout.
     The HA manager fences (SIGKILLs) the frozen node before it promotes, so it cannot
     wake up as a second primary, and the fencing frees the workers stuck on it."""
     frozen = pgha_cluster.primary
-    result = pgha_failover.failover(
+    result = pgha_scenario.failover(
         fault="freeze_primary", probe_interval_s=0.2, statement_timeout_s=1.0, **trial
     )
     pgha_slo.check(result.metrics, recovery_ms=f"<= {recovery_budget_ms}")

@@ -13,22 +13,18 @@ WRITE_ERRORS_ON_REPLICA_LOSS = {"pgpool": "<= 4*workers"}
 
 
 @pytest.mark.slo(reads_resume_ms="<= 1500")
-def test_replica_loss(pgha_failover, pgha_proxy, pgha_slo, trial):
-    if pgha_proxy.ro_dsn is None:
-        pytest.skip(f"{pgha_proxy.kind} has no read path in this configuration")
-    result = pgha_failover.replica_loss(
-        rate=trial["rate"], warmup_s=trial["warmup_s"], settle_s=trial["settle_s"]
-    )
+def test_replica_loss(pgha_scenario, pgha_proxy, pgha_slo, trial):
+    # Skipped where the proxy has no read path (PgBouncer, HAProxy's single port here).
+    result = pgha_scenario.replica_loss(**trial)
     allowed = WRITE_ERRORS_ON_REPLICA_LOSS.get(pgha_proxy.kind, "== 0")
-    pgha_slo.check(result.writes, error_count_post_inject=allowed, workers_lost="== 0")
-    assert result.reads.ok_post_inject > 0
+    pgha_slo.check(result, error_count_post_inject=allowed, workers_lost="== 0")
+    assert result.metrics.reads_ok_post_inject > 0
 
 
-def test_proxy_crash_restart_window(pgha_failover, pgha_proxy, pgha_slo, restart_budget_ms):
-    if pgha_proxy.kind == "direct":
-        pytest.skip("the direct baseline has no proxy to crash")
-    result = pgha_failover.restart_window(interval_s=0.002, before_s=0.5, after_s=1.0)
-    pgha_slo.check(result.metrics_json(), unavailable_ms=f"<= {restart_budget_ms}")
+def test_proxy_crash_restart_window(pgha_scenario, pgha_slo, restart_budget_ms):
+    # Skipped for the direct baseline: it has no proxy process to crash.
+    result = pgha_scenario.restart_window(probe_interval_s=0.002, warmup_s=0.5, settle_s=1.0)
+    pgha_slo.check(result, unavailable_ms=f"<= {restart_budget_ms}")
     report = result.report
     assert report.failed > 0, "the prober never noticed the crash"
     assert report.ok > 0 and report.unavailable_ms is not None

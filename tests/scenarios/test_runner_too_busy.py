@@ -26,7 +26,16 @@ class FakeTrials:
         summary = LagSummary(late, late, 10, {"heartbeat": late})
         quiet = LagSummary(1.0, 1.0, 10, {"heartbeat": 1.0})
         return failover.TrialResult(
-            plan, "direct", [], [], [], None, None, "node1", summary, quiet  # type: ignore[arg-type]
+            plan,
+            "direct",
+            [],
+            [],
+            [],
+            None,
+            None,
+            "node1",
+            summary,
+            quiet,  # type: ignore[arg-type]
         )
 
 
@@ -42,7 +51,8 @@ def run(monkeypatch: pytest.MonkeyPatch, lateness_ms: list[float], **plan: objec
     trials = FakeTrials(lateness_ms)
     monkeypatch.setattr(failover, "run_failover_trial", trials)
     stack = FakeStack()
-    return trials, stack, lambda: run_failover(stack, TrialPlan(**plan))  # type: ignore[arg-type]
+    trial_plan = TrialPlan(**{"rewire": "explicit", **plan})  # type: ignore[arg-type]
+    return trials, stack, lambda: run_failover(stack, trial_plan)  # type: ignore[arg-type]
 
 
 def test_a_trial_on_time_runs_once(monkeypatch):

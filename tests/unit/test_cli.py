@@ -52,3 +52,18 @@ def test_cleanup_leaves_live_owners_alone(tmp_path):
     Registry(tmp_path / "registry").add_directory(keep)
     cli.main(["cleanup", "--basedir", str(tmp_path)])
     assert keep.exists()
+
+
+def test_metrics_prints_and_updates_the_catalog_table(tmp_path, capsys) -> None:
+    from pytest_pgha.metrics import CATALOG
+
+    assert cli.main(["metrics"]) == 0
+    assert capsys.readouterr().out.strip() == CATALOG.markdown_table()
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- metrics -->\nold table\n<!-- /metrics -->\noutro\n")
+    assert cli.main(["metrics", "--update", str(readme)]) == 0
+    assert readme.read_text() == (
+        f"intro\n<!-- metrics -->\n{CATALOG.markdown_table()}\n<!-- /metrics -->\noutro\n"
+    )
+    readme.write_text("no markers\n")
+    assert cli.main(["metrics", "--update", str(readme)]) == 2
