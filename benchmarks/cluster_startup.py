@@ -72,7 +72,7 @@ def schema_everywhere(dsns: list[str]) -> None:
 def start_cloned(sandbox: SandboxContext, template: Template) -> Cluster:
     cluster = Cluster(ClusterSpec(replicas=REPLICAS), template, sandbox, sandbox.test_dir("clone"))
     cluster.start()  # returns once the replicas stream
-    schema_everywhere([node.dsn() for node in cluster.nodes])
+    schema_everywhere([node.dsn("app") for node in cluster.nodes])
     return cluster
 
 

@@ -38,7 +38,7 @@ def main() -> int:
     with scratch_cluster("driver-throughput", args.pg_bindir) as cluster:
         version = cluster.binaries.version
         for _ in range(args.rounds):  # alternate, so drift hits both alike
-            tps, cpu = driver_tps(cluster.primary.dsn(), args.clients, args.seconds)
+            tps, cpu = driver_tps(cluster.primary.dsn("app"), args.clients, args.seconds)
             drivers.append(tps)
             driver_cpu.append(cpu)
             tps, cpu = pgbench_tps(cluster, args.clients, args.seconds)

@@ -7,49 +7,20 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.lsn import lsn_to_int
-from pytest_pgha.cluster.node import Node, wait_until
+from pytest_pgha.cluster.node import Node
+from pytest_pgha.cluster.observer import ClusterObserver, Topology
 from pytest_pgha.cluster.spec import SYNCHRONOUS_COMMIT_LEVELS, ClusterSpec, SyncMode, node_name
 from pytest_pgha.cluster.template import Template
 from pytest_pgha.errors import ClusterError, PghaConfigError
+from pytest_pgha.poll import wait_until
 from pytest_pgha.sandbox.context import SandboxContext
-
-
-@dataclass(frozen=True)
-class StandbyState:
-    """One row of the primary's pg_stat_replication."""
-
-    name: str
-    state: str
-    sync_state: str
-    sent: int | None
-    write: int | None
-    flush: int | None
-    replay: int | None
-    replay_lag_bytes: int | None
-    replay_lag_s: float | None = None  # pg_stat_replication.replay_lag; None when idle
-
-
-@dataclass(frozen=True)
-class Topology:
-    primary: str | None
-    timeline: int | None
-    standbys: dict[str, StandbyState] = field(default_factory=dict)
-    in_recovery: dict[str, bool | None] = field(default_factory=dict)
-    synchronous_standby_names: str = ""
-
-    def streaming(self) -> list[str]:
-        return sorted(n for n, s in self.standbys.items() if s.state == "streaming")
-
-    def synchronous(self) -> list[str]:
-        return sorted(n for n, s in self.standbys.items() if s.sync_state in ("sync", "quorum"))
 
 
 class Cluster:
@@ -66,6 +37,9 @@ class Cluster:
         self.nodes: list[Node] = []
         self.primary: Node
         self._ports: list[int] = []
+        # Reads the nodes this cluster launched; an observer can also wrap nodes that
+        # something else started (an HA manager's, an existing cluster's).
+        self.observer = ClusterObserver(lambda: self.nodes, lambda: self.primary)
 
     # -- life cycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -181,7 +155,7 @@ class Cluster:
         **params: object,
     ) -> str:
         """A libpq multi-host conninfo over every node: the no-proxy baseline."""
-        hosts = ",".join("127.0.0.1" for _ in self.nodes)
+        hosts = ",".join(node.host for node in self.nodes)
         ports = ",".join(str(node.port) for node in self.nodes)
         parts = {
             "host": hosts,
@@ -193,64 +167,14 @@ class Cluster:
             "target_session_attrs": target_session_attrs,
             **params,
         }
-        return " ".join(f"{k}={v}" for k, v in parts.items())
+        return make_conninfo(**{k: str(v) for k, v in parts.items()})
 
-    # -- observation -------------------------------------------------------------------
+    # -- observation (pytest_pgha.cluster.observer) -------------------------------------
     def topology(self) -> Topology:
-        in_recovery: dict[str, bool | None] = {}
-        for node in self.nodes:
-            try:
-                in_recovery[node.name] = node.is_in_recovery() if node.running() else None
-            except Exception:  # a frozen or dying node: unknown, not an error
-                in_recovery[node.name] = None
-        primaries = [name for name, rec in in_recovery.items() if rec is False]
-        if not primaries:
-            return Topology(None, None, {}, in_recovery)
-        primary = self.node(primaries[0])
-        try:
-            return Topology(
-                primary.name,
-                primary.timeline(),
-                self._standby_states(primary),
-                in_recovery,
-                str(primary.value("SHOW synchronous_standby_names")),
-            )
-        except psycopg.Error:  # it died between the two looks: say what we know
-            return Topology(primary.name, None, {}, in_recovery)
-
-    @staticmethod
-    def _standby_states(primary: Node) -> dict[str, StandbyState]:
-        rows = primary.sql(
-            "SELECT application_name, state, sync_state, sent_lsn, write_lsn, flush_lsn,"
-            " replay_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint,"
-            " extract(epoch FROM replay_lag)::float8"
-            " FROM pg_stat_replication"
-        )
-        return {
-            r[0]: StandbyState(
-                r[0],
-                r[1],
-                r[2],
-                sent=lsn_to_int(r[3]),
-                write=lsn_to_int(r[4]),
-                flush=lsn_to_int(r[5]),
-                replay=lsn_to_int(r[6]),
-                replay_lag_bytes=None if r[7] is None else int(r[7]),
-                replay_lag_s=r[8],
-            )
-            for r in rows
-        }
+        return self.observer.topology()
 
     def wait_streaming(self, standbys: Iterable[Node], timeout: float = 30) -> None:
-        names = {node.name for node in standbys}
-
-        def all_streaming() -> bool:
-            rows = self.primary.sql(
-                "SELECT application_name FROM pg_stat_replication WHERE state = 'streaming'"
-            )
-            return names <= {r[0] for r in rows}
-
-        wait_until(all_streaming, timeout=timeout, what=f"{sorted(names)} to stream")
+        self.observer.wait_streaming(standbys, timeout)
 
     def wait_for_lsn(
         self,
@@ -260,42 +184,15 @@ class Cluster:
         kind: str = "replay",
         timeout: float = 30,
     ) -> None:
-        """Wait until the standbys have written/flushed/replayed lsn (as the primary's
-        pg_stat_replication reports it, which is what synchronous commit waits on)."""
-        if kind not in ("write", "flush", "replay"):
-            raise PghaConfigError.invalid("kind", kind, "use write, flush or replay")
-        names = {n.name for n in (standbys if standbys is not None else self.replicas)}
-
-        def reached() -> bool:
-            states = self._standby_states(self.primary)
-            return all(
-                getattr(states.get(name), kind, None) is not None
-                and getattr(states[name], kind) >= lsn
-                for name in names
-            )
-
-        wait_until(reached, timeout=timeout, what=f"{sorted(names)} to {kind} {lsn:X}")
+        self.observer.wait_for_lsn(lsn, standbys, kind=kind, timeout=timeout)
 
     def wait_for_replay(
         self, lsn: int | None = None, standbys: Sequence[Node] | None = None, timeout: float = 30
     ) -> None:
-        if lsn is None:
-            lsn = int(lsn_to_int(self.primary.value("SELECT pg_current_wal_insert_lsn()")) or 0)
-        self.wait_for_lsn(lsn, standbys, kind="replay", timeout=timeout)
+        self.observer.wait_for_replay(lsn, standbys, timeout)
 
     def wait_synchronous(self, mode: SyncMode, timeout: float = 30) -> None:
-        def counted() -> bool:
-            states = self._standby_states(self.primary)
-            confirmed = [
-                n
-                for n in mode.standbys
-                if n in states and states[n].sync_state in ("sync", "quorum")
-            ]
-            return len(confirmed) >= mode.count
-
-        wait_until(
-            counted, timeout=timeout, what=f"standbys to count as synchronous for {mode.to_guc()!r}"
-        )
+        self.observer.wait_synchronous(mode, timeout)
 
     def set_synchronous(
         self, synchronous: str, *, synchronous_commit: str | None = None, timeout: float = 30
@@ -332,19 +229,9 @@ class Cluster:
         level = synchronous_commit or str(primary.value("SHOW synchronous_commit"))
         kind = {"remote_apply": "replay", "remote_write": "write"}.get(level, "flush")
         listed = [self.node(n) for n in mode.standbys]
-        self._wait_for_count(lsn, listed, mode.count, kind, timeout)
+        self.observer.wait_for_count(lsn, listed, mode.count, kind, timeout)
         self.wait_synchronous(mode, timeout)
         return self.topology()
-
-    def _wait_for_count(
-        self, lsn: int, standbys: Sequence[Node], count: int, kind: str, timeout: float
-    ) -> None:
-        def enough() -> bool:
-            states = self._standby_states(self.primary)
-            done = [n for n in standbys if (getattr(states.get(n.name), kind, None) or 0) >= lsn]
-            return len(done) >= count
-
-        wait_until(enough, timeout=timeout, what=f"{count} standby(s) to {kind} LSN {lsn:X}")
 
     def __enter__(self) -> Cluster:
         return self

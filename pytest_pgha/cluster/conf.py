@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from pytest_pgha.sandbox.net import LOOPBACK
+
 NODE_CONF = "pgha-node.conf"
 
 # Small and quick: a sandbox of three nodes fits in ~200 MB. fsync=off is safe for
 # the faults this harness injects (process kills keep the OS page cache); it only
 # loses data on an OS crash, which no test here causes.
 BASE_SETTINGS: dict[str, str] = {
-    "listen_addresses": "'127.0.0.1'",
+    "listen_addresses": f"'{LOOPBACK}'",
     "unix_socket_directories": "''",
     "max_connections": "100",
     "shared_buffers": "16MB",
@@ -42,10 +44,10 @@ BASE_SETTINGS: dict[str, str] = {
     "max_parallel_workers": "0",
 }
 
-HBA = """\
+HBA = f"""\
 # pytest-pgha: loopback only, passwords hashed with SCRAM.
-host all         all        127.0.0.1/32 scram-sha-256
-host replication replicator 127.0.0.1/32 scram-sha-256
+host all         all        {LOOPBACK}/32 scram-sha-256
+host replication replicator {LOOPBACK}/32 scram-sha-256
 """
 
 

@@ -1,20 +1,19 @@
-"""One PostgreSQL server of a sandbox: a real postmaster on 127.0.0.1."""
+"""One PostgreSQL server: a real postmaster, launched in a sandbox, acted on through its
+host's transport (pytest_pgha.cluster.transport)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.binaries import PgBinaries
@@ -22,15 +21,19 @@ from pytest_pgha.cluster.lsn import lsn_to_int
 from pytest_pgha.cluster.template import (
     Credentials,
     base_env,
-    run_as,
     wait_ready,
 )
+from pytest_pgha.cluster.transport import LocalTransport, NodeTransport
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.sandbox.context import SandboxContext
-from pytest_pgha.sandbox.process import ManagedProcess, tail_log
-from pytest_pgha.sandbox.pstree import kill_inside, process_tree, signal_inside, signal_tree
+from pytest_pgha.sandbox.process import ManagedProcess
+from pytest_pgha.sandbox.pstree import kill_inside
 from pytest_pgha.sandbox.sysv import release_segment
 
+# The role dsn(), connect() and sql() use unless told otherwise: the harness inspects
+# and drives nodes as the superuser; the application's role is "app".
+SUPERUSER = "postgres"
+DEFAULT_USER = SUPERUSER
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 # Names a test can pass to Node.signal(): what a fault injector thinks in.
 SIGNAL_NAMES = {
@@ -70,12 +73,14 @@ class Node:
         credentials: Credentials,
         context: SandboxContext,
         settings: Mapping[str, str],
+        transport: NodeTransport | None = None,
     ) -> None:
         self.name = name
         self.datadir = datadir
         self.port = port
-        # Where clients reach the node; every sandboxed node listens on loopback only.
-        self.host = "127.0.0.1"
+        self.transport = transport or LocalTransport(context)
+        # Where clients reach the node.
+        self.host = self.transport.address
         self.binaries = binaries
         self.credentials = credentials
         self._context = context
@@ -90,8 +95,9 @@ class Node:
         return f"<Node {self.name} port={self.port}>"
 
     # -- connecting -----------------------------------------------------------------
-    def dsn(self, user: str = "app", dbname: str = "app", **params: object) -> str:
-        parts = {
+    def dsn(self, user: str = DEFAULT_USER, dbname: str = "app", **params: object) -> str:
+        """A libpq conninfo for the node (make_conninfo quotes every value)."""
+        parts: dict[str, object] = {
             "host": self.host,
             "port": self.port,
             "user": user,
@@ -100,10 +106,15 @@ class Node:
             "connect_timeout": 3,
             **params,
         }
-        return " ".join(f"{k}={v}" for k, v in parts.items())
+        return make_conninfo(**{k: str(v) for k, v in parts.items()})
 
     def connect(
-        self, user: str = "postgres", dbname: str = "app", *, autocommit: bool = True, **params: Any
+        self,
+        user: str = DEFAULT_USER,
+        dbname: str = "app",
+        *,
+        autocommit: bool = True,
+        **params: Any,
     ) -> psycopg.Connection[Any]:
         return psycopg.connect(self.dsn(user, dbname), autocommit=autocommit, **params)
 
@@ -112,7 +123,7 @@ class Node:
         query: str,
         params: Sequence[Any] | None = None,
         *,
-        user: str = "postgres",
+        user: str = DEFAULT_USER,
         dbname: str = "app",
         kept: bool = False,
     ) -> list[tuple[Any, ...]]:
@@ -135,7 +146,7 @@ class Node:
         """Open the kept session now (before a fault), so that using it costs no login."""
         with self._kept_lock:
             if self._kept is None or self._kept.closed or self._kept.broken:
-                self._kept = self.connect()
+                self._kept = self.connect(SUPERUSER)
 
     def _kept_sql(self, query: str, params: Sequence[Any] | None) -> list[tuple[Any, ...]]:
         self.open_kept_session()
@@ -212,7 +223,7 @@ class Node:
             return
         # A frozen postmaster would only see the shutdown signal after the timeout.
         if self.running():
-            signal_tree(self._process.pid, signal.SIGCONT)
+            self.transport.signal_tree(self._process.pid, signal.SIGCONT)
         self._process.stop(STOP_SIGNALS[mode], timeout=timeout)
 
     def restart(self, mode: str = "fast") -> None:
@@ -227,16 +238,16 @@ class Node:
         if self._process is None or self.pid is None:
             raise ClusterError(f"{self.name} is not running; cannot send it {signum!r}")
         if whole_group:
-            signal_tree(self._process.pid, number)
+            self.transport.signal_tree(self.pid, number)
         else:
-            self._process.send_signal(number)
+            self.transport.kill([self.pid], number)
 
     def _thaw_all(self) -> None:
         """SIGCONT whatever of the node is left, orphaned backends of a dead postmaster
         included: stopped processes would ignore the shutdown."""
         if self._process is not None:
-            signal_tree(self._process.pid, signal.SIGCONT)
-            signal_inside(self.datadir, signal.SIGCONT)
+            self.transport.signal_tree(self._process.pid, signal.SIGCONT)
+            self.transport.signal_inside(self.datadir, signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL the postmaster alone (its backends exit when they next notice)."""
@@ -244,22 +255,20 @@ class Node:
         assert self._process is not None
         self._process.wait(5.0)
 
-    def processes(self) -> list[psutil.Process]:
+    def processes(self) -> list[int]:
         """The postmaster and every process under it, postmaster first. Listing them
         reads /proc, which takes tens of milliseconds on a busy machine: a fault lists
         them before its timed moment and passes them to crash()."""
         if self._process is None or not self._process.running():
             raise ClusterError(f"{self.name} is not running")
-        return process_tree(self._process.pid)
+        return self.transport.processes(self._process.pid)
 
-    def crash(self, victims: list[psutil.Process] | None = None) -> int:
+    def crash(self, victims: list[int] | None = None) -> int:
         """SIGKILL the postmaster and every process under it at once, without waiting:
         the node lost power. `victims` as processes() listed them (a child forked since
         exits when it next notices its postmaster gone). Returns how many there were."""
         doomed = self.processes() if victims is None else victims
-        for victim in doomed:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(victim.pid, signal.SIGKILL)
+        self.transport.kill(doomed, signal.SIGKILL)
         return len(doomed)
 
     def fence(self) -> int:
@@ -271,11 +280,7 @@ class Node:
         failover window. Returns how many processes were signalled."""
         if self._process is None or not self._process.running():
             return 0
-        victims = process_tree(self._process.pid)
-        for victim in victims:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                victim.kill()
-        return len(victims)
+        return self.transport.kill(self.transport.processes(self._process.pid), signal.SIGKILL)
 
     def freeze(self) -> None:
         self.signal(signal.SIGSTOP, whole_group=True)
@@ -319,9 +324,8 @@ class Node:
         return int(str(walfile)[:8], 16)
 
     def logs(self, lines: int | None = None) -> str:
-        if lines is not None:
-            return tail_log(self.log_path, lines)
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        text = self.transport.read_text(self.log_path) or ""
+        return text if lines is None else "\n".join(text.splitlines()[-lines:])
 
     # -- roles -----------------------------------------------------------------------
     def promote(self, timeout: int = 60, *, kept: bool = False) -> None:
@@ -340,10 +344,13 @@ class Node:
         )
 
     def replica_settings(self, upstream: Node) -> dict[str, str]:
-        conninfo = (
-            f"host=127.0.0.1 port={upstream.port} user=replicator "
-            f"password={self.credentials.replicator} application_name={self.name} "
-            "connect_timeout=2"
+        conninfo = make_conninfo(
+            host=upstream.host,
+            port=str(upstream.port),
+            user="replicator",
+            password=self.credentials.replicator,
+            application_name=self.name,
+            connect_timeout="2",
         )
         return {
             "primary_conninfo": conf.quote(conninfo),
@@ -379,9 +386,8 @@ class Node:
             # which only a checkpoint after the promotion updates; without one it
             # wrongly answers "no rewind required".
             new_primary.sql("CHECKPOINT")
-            source = new_primary.dsn("postgres", "postgres")
-            output = run_as(
-                self._context.identity,
+            source = new_primary.dsn(SUPERUSER, "postgres")
+            output = self.transport.run(
                 [
                     self.binaries.program("pg_rewind"),
                     f"--target-pgdata={self.datadir}",
@@ -415,25 +421,3 @@ def _signal_number(signum: int | str) -> int:
             )
         return SIGNAL_NAMES[signum.lower()]
     return int(signum)
-
-
-def wait_until(
-    predicate: Any, *, timeout: float, interval: float = 0.003, what: str = "condition"
-) -> None:
-    """Poll predicate until it is true; psycopg errors count as "not yet". The interval
-    grows to 50 ms: most conditions hold within milliseconds, and each poll may cost
-    a SCRAM login on a machine with two cores."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            if predicate():
-                return
-        except psycopg.Error as error:
-            last_error = error
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.05)
-    suffix = f" (last error: {last_error})" if last_error else ""
-    raise ClusterError(f"timed out after {timeout:.1f}s waiting for {what}{suffix}")

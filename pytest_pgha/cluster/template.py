@@ -21,12 +21,14 @@ from pathlib import Path
 
 import filelock
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.postmaster import pid_file_status
 from pytest_pgha.errors import ClusterError
 from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.sandbox.net import LOOPBACK
 from pytest_pgha.sandbox.process import ManagedProcess
 from pytest_pgha.sandbox.runas import Identity
 
@@ -180,9 +182,12 @@ def _populate(
     server.start()
     try:
         wait_ready(datadir, server, timeout=60)
-        conninfo = (
-            f"host=127.0.0.1 port={port} user=postgres dbname=postgres "
-            f"password={credentials.postgres}"
+        conninfo = make_conninfo(
+            host=LOOPBACK,
+            port=str(port),
+            user="postgres",
+            dbname="postgres",
+            password=credentials.postgres,
         )
         with psycopg.connect(conninfo, autocommit=True) as admin:
             admin.execute(f"CREATE ROLE app LOGIN PASSWORD '{credentials.app}'")
@@ -202,7 +207,7 @@ def _populate(
             "-s",
             str(scale),
             "-h",
-            "127.0.0.1",
+            LOOPBACK,
             "-p",
             str(port),
             "-U",

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import psycopg
 from psycopg import pq
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.base import Proxy, ProxySettings
@@ -113,10 +114,13 @@ class ConsoleProxy(Proxy):
     def admin_dsn(self) -> str:
         s = self.settings
         port = s.listen_port if self.admin_on_listen_port else s.admin_port
-        return (
-            f"host=127.0.0.1 port={port} dbname={self.admin_database} "
-            f"user={self.admin_user} password={s.admin_password} "
-            f"connect_timeout={ADMIN_TIMEOUT_S}"
+        return make_conninfo(
+            host=s.listen_host,
+            port=str(port),
+            dbname=self.admin_database,
+            user=self.admin_user,
+            password=s.admin_password,
+            connect_timeout=str(ADMIN_TIMEOUT_S),
         )
 
     def new_console(self) -> AdminConsole:

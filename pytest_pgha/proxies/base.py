@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.sandbox.net import LOOPBACK
 from pytest_pgha.sandbox.process import ManagedProcess, tail_log
 from pytest_pgha.timeline import now_epoch_us
 
@@ -65,6 +67,8 @@ class ProxySettings:
     monitor: bool = False
     # Adapter-specific overrides, e.g. {"server_login_retry": "0"} for PgBouncer.
     options: Mapping[str, str] = field(default_factory=dict)
+    # Where the proxy listens (its client, admin and read ports).
+    listen_host: str = LOOPBACK
 
     @property
     def primary(self) -> Backend:
@@ -102,11 +106,13 @@ def find_program(
     return None
 
 
-def wait_listening(port: int, process: ManagedProcess, *, timeout: float = 15.0) -> None:
+def wait_listening(
+    port: int, process: ManagedProcess, *, host: str = LOOPBACK, timeout: float = 15.0
+) -> None:
     def listening() -> bool:
         with socket.socket() as sock:
             sock.settimeout(0.2)
-            return sock.connect_ex(("127.0.0.1", port)) == 0
+            return sock.connect_ex((host, port)) == 0
 
     process.wait_until(
         listening,
@@ -241,8 +247,8 @@ class Proxy(ABC):
     # -- the application's view ----------------------------------------------------------
     def dsn(self, port: int, **params: object) -> str:
         s = self.settings
-        parts = {
-            "host": "127.0.0.1",
+        parts: dict[str, object] = {
+            "host": s.listen_host,
             "port": port,
             "user": s.app_user,
             "dbname": s.database,
@@ -250,7 +256,7 @@ class Proxy(ABC):
             "connect_timeout": 3,
             **params,
         }
-        return " ".join(f"{k}={v}" for k, v in parts.items())
+        return make_conninfo(**{k: str(v) for k, v in parts.items()})
 
     @property
     def rw_dsn(self) -> str:

@@ -9,7 +9,7 @@ from pytest_pgha.sandbox.context import SandboxContext
 
 def backends_of(cluster: Cluster) -> tuple[Backend, ...]:
     return tuple(
-        Backend(n.name, "127.0.0.1", n.port, "primary" if n is cluster.primary else "replica")
+        Backend(n.name, n.host, n.port, "primary" if n is cluster.primary else "replica")
         for n in cluster.nodes
     )
 

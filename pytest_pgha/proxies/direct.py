@@ -7,6 +7,7 @@ import contextlib
 from typing import Any, ClassVar
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.cluster.probe import postmaster_answers
 from pytest_pgha.proxies.base import Backend, Proxy
@@ -48,9 +49,14 @@ class DirectProxy(Proxy):
         s = self.settings
         hosts = ",".join(b.host for b in s.backends)
         ports = ",".join(str(b.port) for b in s.backends)
-        return (
-            f"host={hosts} port={ports} user={s.app_user} dbname={s.database} "
-            f"password={s.app_password} connect_timeout=3 target_session_attrs={attrs}"
+        return make_conninfo(
+            host=hosts,
+            port=ports,
+            user=s.app_user,
+            dbname=s.database,
+            password=s.app_password,
+            connect_timeout="3",
+            target_session_attrs=attrs,
         )
 
     @property

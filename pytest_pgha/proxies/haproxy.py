@@ -45,7 +45,7 @@ class HAProxyProxy(Proxy):
             "global",
             "    maxconn 2000",
             # TCP, not a unix socket: sandbox paths can exceed sun_path's 107 bytes.
-            f"    stats socket ipv4@127.0.0.1:{s.admin_port} level admin",
+            f"    stats socket ipv4@{s.listen_host}:{s.admin_port} level admin",
         ]
         if s.monitor:
             lines += ["    external-check", "    insecure-fork-wanted"]
@@ -61,14 +61,14 @@ class HAProxyProxy(Proxy):
             "    timeout check 1s",
             "",
             f"listen {RW}",
-            f"    bind 127.0.0.1:{s.listen_port}",
+            f"    bind {s.listen_host}:{s.listen_port}",
         ]
         lines += self._rw_servers()
         if s.read_port is not None and s.replicas:
             lines += [
                 "",
                 f"listen {RO}",
-                f"    bind 127.0.0.1:{s.read_port}",
+                f"    bind {s.listen_host}:{s.read_port}",
                 "    balance roundrobin",
                 f"    default-server inter {self._option('check_inter_ms')} fall 1 rise 1",
             ]
@@ -112,7 +112,8 @@ class HAProxyProxy(Proxy):
 
     def runtime(self, command: str) -> str:
         """One command on the runtime API (the stats socket)."""
-        with socket.create_connection(("127.0.0.1", self.settings.admin_port), timeout=2) as sock:
+        address = (self.settings.listen_host, self.settings.admin_port)
+        with socket.create_connection(address, timeout=2) as sock:
             sock.sendall(command.encode() + b"\n")
             chunks = []
             while chunk := sock.recv(65536):

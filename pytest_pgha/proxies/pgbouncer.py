@@ -53,7 +53,7 @@ class PgBouncerProxy(ConsoleProxy):
         lines += [
             "",
             "[pgbouncer]",
-            "listen_addr = 127.0.0.1",
+            f"listen_addr = {s.listen_host}",
             f"listen_port = {s.listen_port}",
             # No unix socket: nothing but loopback TCP, and no path-length limits.
             "unix_socket_dir =",

@@ -80,7 +80,7 @@ class PgCatProxy(ConsoleProxy):
         prefix = f"pools.{table_key(s.database)}"
         lines = [
             "[general]",
-            'host = "127.0.0.1"',
+            f"host = {quoted(s.listen_host)}",
             f"port = {s.listen_port}",
             f"admin_username = {quoted(ADMIN_USER)}",
             f"admin_password = {quoted(s.admin_password)}",

@@ -73,7 +73,7 @@ class PgDogProxy(ConsoleProxy):
         s = self.settings
         lines = [
             "[general]",
-            'host = "127.0.0.1"',
+            f"host = {quoted(s.listen_host)}",
             f"port = {s.listen_port}",
             *key_values(self._general()),
             "",

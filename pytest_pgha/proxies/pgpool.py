@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.errors import ProxyError
 from pytest_pgha.proxies.admin import AdminConsole
@@ -104,8 +105,8 @@ DEFAULTS: dict[str, str] = {
 }
 
 HBA = """\
-# pytest-pgha: loopback only; pool_passwd holds the passwords Pgpool uses for SCRAM.
-host all all 127.0.0.1/32 scram-sha-256
+# pytest-pgha: its own host only; pool_passwd holds the passwords Pgpool uses for SCRAM.
+host all all {host}/32 scram-sha-256
 """
 
 # Pgpool only detaches: the HA manager of the harness promotes. The line lands in
@@ -153,10 +154,12 @@ class PgpoolProxy(Proxy):
         s = self.settings
         return {
             CONFIG_FILE: self._conf(),
-            HBA_FILE: HBA,
+            HBA_FILE: HBA.format(host=s.listen_host),
             PASSWD_FILE: self._pool_passwd(),
             PCP_CONF: f"{ADMIN_USER}:{_md5(s.admin_password)}\n",
-            PCPPASS_FILE: f"127.0.0.1:{s.admin_port}:{ADMIN_USER}:{_pcppass(s.admin_password)}\n",
+            PCPPASS_FILE: (
+                f"{s.listen_host}:{s.admin_port}:{ADMIN_USER}:{_pcppass(s.admin_password)}\n"
+            ),
             FAILOVER_SCRIPT: FAILOVER_SCRIPT_TEXT,
         }
 
@@ -175,10 +178,10 @@ class PgpoolProxy(Proxy):
         workdir = s.workdir
         return {
             "backend_clustering_mode": "'streaming_replication'",
-            "listen_addresses": "'127.0.0.1'",
+            "listen_addresses": _quote(s.listen_host),
             "port": str(s.listen_port),
             "socket_dir": _quote(self.socket_dir(s.listen_port)),
-            "pcp_listen_addresses": "'127.0.0.1'",
+            "pcp_listen_addresses": _quote(s.listen_host),
             "pcp_port": str(s.admin_port),
             "pcp_socket_dir": _quote(self.socket_dir(s.admin_port)),
             "pid_file_name": _quote(str(workdir / PID_FILE)),
@@ -289,10 +292,14 @@ class PgpoolProxy(Proxy):
 
     def _monitor_dsn(self) -> str:
         s = self.settings
-        return (
-            f"host=127.0.0.1 port={s.listen_port} dbname={s.database} "
-            f"user={s.monitor_user} password={s.monitor_password} "
-            f"connect_timeout={PROBE_CONNECT_TIMEOUT_S} application_name=pgha_sampler"
+        return make_conninfo(
+            host=s.listen_host,
+            port=str(s.listen_port),
+            dbname=s.database,
+            user=s.monitor_user,
+            password=s.monitor_password,
+            connect_timeout=str(PROBE_CONNECT_TIMEOUT_S),
+            application_name="pgha_sampler",
         )
 
     # -- PCP ---------------------------------------------------------------------------
@@ -302,7 +309,7 @@ class PgpoolProxy(Proxy):
         argv = [
             program,
             "-h",
-            "127.0.0.1",
+            self.settings.listen_host,
             "-p",
             str(self.settings.admin_port),
             "-U",

@@ -113,7 +113,7 @@ class ProxySQLProxy(ConsoleProxy):
         s = self.settings
         lines = [
             f"admin_credentials={quoted(f'{ADMIN_USER}:{s.admin_password}')}",
-            f"pgsql_ifaces={quoted(f'127.0.0.1:{s.admin_port}')}",
+            f"pgsql_ifaces={quoted(f'{s.listen_host}:{s.admin_port}')}",
             # The MySQL-protocol admin (default 0.0.0.0:6032): a socket, as above.
             f"mysql_ifaces={quoted('mysql_admin.sock')}",
             *(f"{key}={scalar(value)}" for key, value in overrides.items()),
@@ -122,9 +122,9 @@ class ProxySQLProxy(ConsoleProxy):
 
     def _pgsql_variables(self, values: dict[str, str]) -> list[str]:
         s = self.settings
-        interfaces = f"127.0.0.1:{s.listen_port}"
+        interfaces = f"{s.listen_host}:{s.listen_port}"
         if self._read_port() is not None:
-            interfaces += f";127.0.0.1:{self._read_port()}"
+            interfaces += f";{s.listen_host}:{self._read_port()}"
         return [
             f"interfaces={quoted(interfaces)}",
             f"monitor_username={quoted(s.monitor_user)}",

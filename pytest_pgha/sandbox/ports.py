@@ -13,6 +13,7 @@ import socket
 from pathlib import Path
 
 from pytest_pgha.errors import PghaError
+from pytest_pgha.sandbox.net import LOOPBACK
 
 PORT_RANGE = range(20000, 32000)
 
@@ -20,7 +21,7 @@ PORT_RANGE = range(20000, 32000)
 def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((LOOPBACK, port))
         except OSError:
             return False
     return True

@@ -12,7 +12,8 @@ import psycopg
 import pytest
 
 from pytest_pgha.cluster.binaries import embedded_bindir, missing_programs
-from pytest_pgha.cluster.node import Node, wait_until
+from pytest_pgha.cluster.node import Node
+from pytest_pgha.poll import wait_until
 
 PG15_BINDIR = Path("/usr/lib/postgresql/15/bin")
 PG18_BINDIR = embedded_bindir()

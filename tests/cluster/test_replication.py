@@ -118,6 +118,7 @@ def test_roles_and_dsn(streaming: Cluster) -> None:
     node = streaming.primary
     assert node.sql("SELECT current_user", user="app") == [("app",)]
     assert f"port={node.port}" in node.dsn()
+    assert "user=postgres" in node.dsn()  # dsn(), connect() and sql(): the superuser
     with node.connect("monitor") as conn:
         assert conn.execute("SELECT pg_has_role('pg_monitor', 'member')").fetchone() == (True,)
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):

@@ -23,7 +23,7 @@ def run_for(dsn, seconds, **options):
 
 
 def test_writes_commit_and_are_logged_in_pgbench_format(pgha_cluster):
-    records = run_for(pgha_cluster.primary.dsn(), 1.0, workers=4)
+    records = run_for(pgha_cluster.primary.dsn("app"), 1.0, workers=4)
     ok = [r for r in records if r.outcome is Outcome.OK]
     assert len(ok) > 100 and len(ok) == len(records)
     assert {r.client_id for r in ok} == {0, 1, 2, 3}
@@ -37,7 +37,7 @@ def test_writes_commit_and_are_logged_in_pgbench_format(pgha_cluster):
 
 
 def test_a_standby_refuses_writes_definitely_with_25006(pgha_cluster):
-    records = run_for(pgha_cluster.replicas[0].dsn(), 0.3, workers=1)
+    records = run_for(pgha_cluster.replicas[0].dsn("app"), 0.3, workers=1)
     assert records and all(r.outcome is Outcome.FAILED for r in records)
     assert {r.sqlstate for r in records} == {"25006"}
 
@@ -45,7 +45,7 @@ def test_a_standby_refuses_writes_definitely_with_25006(pgha_cluster):
 def test_a_closed_port_is_a_connect_failure(pgha_cluster):
     node = pgha_cluster.replicas[0]
     node.stop("fast")
-    records = run_for(node.dsn(), 0.3, workers=1, retry_backoff_s=0.05)
+    records = run_for(node.dsn("app"), 0.3, workers=1, retry_backoff_s=0.05)
     assert records and all(r.outcome is Outcome.CONNECT_FAILED for r in records)
 
 
@@ -54,7 +54,7 @@ def test_a_connection_lost_during_commit_is_indeterminate(sync_cluster):
     while it waits breaks the connection during COMMIT: outcome unknown (and in fact
     committed locally, the talk's myth 2)."""
     sync_cluster.replicas[0].stop("fast")
-    driver = WorkloadDriver(sync_cluster.primary.dsn(), WorkloadOptions(workers=1))
+    driver = WorkloadDriver(sync_cluster.primary.dsn("app"), WorkloadOptions(workers=1))
     driver.start()
     try:
         waiting = []
@@ -80,7 +80,7 @@ def test_a_connection_lost_during_commit_is_indeterminate(sync_cluster):
 
 def test_a_frozen_server_is_cut_off_by_the_client_side_statement_timeout(pgha_cluster):
     primary = pgha_cluster.primary
-    driver = WorkloadDriver(primary.dsn(), WorkloadOptions(workers=2, statement_timeout_s=0.5))
+    driver = WorkloadDriver(primary.dsn("app"), WorkloadOptions(workers=2, statement_timeout_s=0.5))
     driver.start()
     time.sleep(0.3)
     primary.freeze()
@@ -97,12 +97,12 @@ def test_a_frozen_server_is_cut_off_by_the_client_side_statement_timeout(pgha_cl
 
 
 def test_rate_limits_the_workload(pgha_cluster):
-    records = run_for(pgha_cluster.primary.dsn(), 2.0, workers=4, rate=200)
+    records = run_for(pgha_cluster.primary.dsn("app"), 2.0, workers=4, rate=200)
     assert 300 <= len(records) <= 450
 
 
 def test_read_mode_reads_from_a_standby(pgha_cluster):
-    records = run_for(pgha_cluster.replicas[0].dsn(), 0.5, workers=2, mode="read")
+    records = run_for(pgha_cluster.replicas[0].dsn("app"), 0.5, workers=2, mode="read")
     assert records and all(r.outcome is Outcome.OK for r in records)
 
 
@@ -140,7 +140,7 @@ def test_the_workers_run_in_a_process_of_their_own(pgha_cluster):
     """The harness's interpreter keeps no worker thread: its instruments never wait
     for the interpreter lock behind a reconnect storm."""
     started_us = time.time_ns() // 1000
-    with WorkloadDriver(pgha_cluster.primary.dsn(), WorkloadOptions(workers=3)) as driver:
+    with WorkloadDriver(pgha_cluster.primary.dsn("app"), WorkloadOptions(workers=3)) as driver:
         pids = driver.pids
         assert len(set(pids)) == 3 and os.getpid() not in pids
         assert not [t for t in threading.enumerate() if t.name.startswith("pgha-worker")]
@@ -157,7 +157,7 @@ def test_the_workers_run_in_a_process_of_their_own(pgha_cluster):
 
 def test_a_worker_whose_last_transaction_failed_is_not_recovered(pgha_cluster):
     standby = pgha_cluster.replicas[0]
-    with WorkloadDriver(standby.dsn(), WorkloadOptions(workers=2)) as driver:
+    with WorkloadDriver(standby.dsn("app"), WorkloadOptions(workers=2)) as driver:
         time.sleep(0.3)
         assert driver.workers_recovered(0) == 0
     assert driver.records() and all(r.outcome is Outcome.FAILED for r in driver.records())

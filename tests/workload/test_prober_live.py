@@ -13,7 +13,7 @@ lone_primary = pgha_cluster_factory(replicas=0)
 
 def test_the_prober_sees_an_outage_and_its_end(lone_primary):
     node = lone_primary.primary
-    with ConnectProber(node.dsn(connect_timeout=2), interval_s=0.002) as prober:
+    with ConnectProber(node.dsn("app", connect_timeout=2), interval_s=0.002) as prober:
         time.sleep(0.2)
         stopped_at_us = time.time_ns() // 1000
         node.stop("immediate")
@@ -30,7 +30,7 @@ def test_the_prober_sees_an_outage_and_its_end(lone_primary):
 
 
 def test_the_prober_process_is_gone_after_the_block(lone_primary):
-    prober = ConnectProber(lone_primary.primary.dsn(), interval_s=0.01)
+    prober = ConnectProber(lone_primary.primary.dsn("app"), interval_s=0.01)
     with prober:
         pid = prober.pid
         time.sleep(0.05)
