@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 
@@ -18,6 +19,16 @@ class PghaConfigError(PghaError):
     @classmethod
     def invalid(cls, option: str, value: object, fix: str) -> PghaConfigError:
         return cls(f"invalid {option}={value!r}: {fix}")
+
+    @classmethod
+    def unknown(cls, where: str, names: Iterable[str], known: Iterable[str]) -> PghaConfigError:
+        """Unknown option names, each with its closest known one, and the known list."""
+        choices = list(known)
+        parts = []
+        for name in names:
+            close = difflib.get_close_matches(name, choices, n=1)
+            parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        return cls(f"{where}: unknown option {', '.join(parts)}; options: {', '.join(choices)}")
 
 
 class BinaryNotFoundError(PghaError):

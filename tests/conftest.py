@@ -24,3 +24,17 @@ def inner_basedir() -> Generator[Path, None, None]:
     yield path
     reap_orphans(path, everything=True)
     shutil.rmtree(path, ignore_errors=True)
+
+
+# Fixtures of these tests that start servers without a cluster fixture of the plugin
+# (which marks its own): clusters built per PostgreSQL version, the binaries and the
+# sandbox themselves, and inner runs (pytester, subprocesses) with their base dirs.
+LIVE_FIXTURES = frozenset(
+    {"pg_version", "pgha_binaries", "pgha_sandbox", "inner_basedir", "run_basedir", "pytester"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.live)

@@ -53,6 +53,8 @@ MARKERS = (
     "pgha_cluster(**options): options of the test's cluster (replicas, synchronous, "
     "synchronous_commit, settings, pg_bindir, scale)",
     "pgha_proxy(monitor=False, options={}): how the test's proxy is configured",
+    "live: the test starts real servers (added by pytest-pgha to every test that uses a "
+    "cluster fixture; run the others alone with -m 'not live')",
 )
 WORKEROUTPUT_KEY = "pgha_summary"
 SESSION_NICENESS_KEY = pytest.StashKey["int | None"]()
@@ -155,6 +157,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_servers(item):
+            item.add_marker(pytest.mark.live)
     errors = [e for e in (validate_marker(item) for item in items) if e]
     if errors:
         raise pytest.UsageError("malformed slo marker:\n" + "\n".join(errors))
@@ -173,6 +178,19 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     found = violations(item)
     if found:
         raise found[0] if len(found) == 1 else SloViolation([r for v in found for r in v.results])
+
+
+def _starts_servers(item: pytest.Item) -> bool:
+    """Whether one of the item's fixtures is a cluster (pgha_cluster_factory marks its
+    fixtures), directly or through pgha_proxy, pgha_stack or pgha_scenario."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        getattr(definition.func, "pgha_live", False)
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

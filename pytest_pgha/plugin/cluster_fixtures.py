@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from typing import Any, Literal, TypeVar
 
 import pytest
@@ -73,14 +73,17 @@ def _or_fail(action: Callable[[], T]) -> T:
     pytest.fail(message, pytrace=False)
 
 
-FACTORY_OPTIONS = (
-    "replicas",
-    "synchronous",
-    "synchronous_commit",
-    "settings",
-    "pg_bindir",
-    "scale",
-)
+FACTORY_DEFAULTS: dict[str, Any] = {
+    "replicas": 2,
+    "synchronous": "off",
+    "synchronous_commit": "on",
+    "settings": None,
+    "pg_bindir": None,
+    "scale": 1,
+}
+FACTORY_OPTIONS = tuple(FACTORY_DEFAULTS)
+Scope = Literal["session", "package", "module", "class", "function"]
+SCOPES: tuple[Scope, ...] = ("session", "package", "module", "class", "function")
 
 
 def marker_options(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -88,13 +91,15 @@ def marker_options(request: pytest.FixtureRequest, defaults: dict[str, Any]) -> 
     marker = request.node.get_closest_marker("pgha_cluster")
     if marker is None:
         return defaults
-    unknown = sorted(set(marker.kwargs) - set(FACTORY_OPTIONS))
-    if marker.args or unknown:
+    if marker.args:
         raise PghaConfigError.invalid(
             "pgha_cluster marker",
-            list(marker.args) + unknown,
+            list(marker.args),
             f"give keyword options only, among {', '.join(FACTORY_OPTIONS)}",
         )
+    unknown = sorted(set(marker.kwargs) - set(FACTORY_OPTIONS))
+    if unknown:
+        raise PghaConfigError.unknown("pgha_cluster marker", unknown, FACTORY_OPTIONS)
     return {**defaults, **marker.kwargs}
 
 
@@ -118,16 +123,7 @@ def _open_cluster(
     return start_cluster(request, spec, binaries)
 
 
-def pgha_cluster_factory(
-    *,
-    replicas: int = 2,
-    synchronous: str = "off",
-    synchronous_commit: str = "on",
-    settings: Mapping[str, Any] | None = None,
-    pg_bindir: str | None = None,
-    scale: int = 1,
-    scope: Literal["session", "package", "module", "class", "function"] = "function",
-) -> Callable[..., Generator[Cluster, None, None]]:
+def pgha_cluster_factory(**options: Any) -> Callable[..., Generator[Cluster, None, None]]:
     """Make a cluster fixture. In conftest.py::
 
         sync_cluster = pgha_cluster_factory(replicas=2, synchronous="FIRST 1 (*)")
@@ -141,22 +137,24 @@ def pgha_cluster_factory(
     overrides these. Invalid options fail the tests that use the fixture with one
     message naming the option and the fix.
     """
-    defaults: dict[str, Any] = {
-        "replicas": replicas,
-        "synchronous": synchronous,
-        "synchronous_commit": synchronous_commit,
-        "settings": settings,
-        "pg_bindir": pg_bindir,
-        "scale": scale,
-    }
+    unknown = sorted(set(options) - {*FACTORY_OPTIONS, "scope"})
+    if unknown:
+        raise PghaConfigError.unknown(
+            "pgha_cluster_factory()", unknown, (*FACTORY_OPTIONS, "scope")
+        )
+    defaults = {**FACTORY_DEFAULTS, **{k: v for k, v in options.items() if k != "scope"}}
+    scope: Scope = options.get("scope", "function")
+    if scope not in SCOPES:
+        raise PghaConfigError.invalid("pgha_cluster_factory(scope)", scope, f"use one of {SCOPES}")
 
-    @pytest.fixture(scope=scope)
     def cluster_fixture(request: pytest.FixtureRequest) -> Generator[Cluster, None, None]:
         cluster_gen = _or_fail(lambda: _open_cluster(request, marker_options(request, defaults)))
         yield _or_fail(lambda: next(cluster_gen))
         _or_fail(lambda: next(cluster_gen, None))
 
-    return cluster_fixture
+    # Read by the plugin, which marks every test that uses the fixture "live".
+    cluster_fixture.pgha_live = True  # type: ignore[attr-defined]
+    return pytest.fixture(scope=scope)(cluster_fixture)
 
 
 pgha_cluster = pgha_cluster_factory()

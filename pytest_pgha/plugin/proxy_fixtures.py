@@ -25,6 +25,9 @@ from pytest_pgha.sandbox.context import SandboxContext
 DEFAULT_KIND = "pgbouncer"
 
 
+PROXY_MARKER = ("monitor", "options")
+
+
 @pytest.fixture
 def pgha_proxy_kind(request: pytest.FixtureRequest) -> str:
     """The proxy kind of this test; the plugin parametrizes it over --pgha-proxies.
@@ -58,25 +61,18 @@ def start_proxy(
         pytest.fail(str(error), pytrace=False)
     try:
         cls = adapter(kind)
-    except KeyError as error:
+    except PghaError as error:
         pytest.fail(str(error), pytrace=False)
     binary = cls.locate()
     if binary is None:
         pytest.skip(f"{kind} is not installed ({cls.program} not found): {cls.install_hint}")
     monitor = bool(options.pop("monitor", False))
     if monitor and not cls.has_monitor:
-        pytest.fail(
-            f"pgha_proxy(monitor=True): {kind} has no primary detection of its own; "
-            "drop monitor=True to rewire it explicitly",
-            pytrace=False,
-        )
+        pytest.skip(f"{kind} has no primary detection of its own: monitor=True does not apply")
     extra = {**from_file, **{k: str(v) for k, v in dict(options.pop("options", {})).items()}}
     if options:
-        pytest.fail(
-            f"pgha_proxy marker: unknown option(s) {sorted(options)}; use monitor= "
-            "and options={...}",
-            pytrace=False,
-        )
+        unknown = PghaConfigError.unknown("pgha_proxy marker", sorted(options), PROXY_MARKER)
+        pytest.fail(str(unknown), pytrace=False)
     settings, ports = proxy_settings(cluster, sandbox, kind, monitor=monitor, options=extra)
     proxy = cls(settings, sandbox, binary)
     try:

@@ -70,10 +70,11 @@ def test_crash_kills_every_process_listed_beforehand_at_once(pair: Cluster) -> N
     primary = pair.primary
     session = primary.connect()  # a backend, which a postmaster-only kill would leave
     victims = primary.processes()
-    assert victims[0].pid == primary.pid and len(victims) > 3
+    assert victims[0] == primary.pid and len(victims) > 3
+    processes = [psutil.Process(pid) for pid in victims]
     assert primary.crash(victims) == len(victims)
-    psutil.wait_procs(victims, timeout=5)
-    assert not [p for p in victims if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    psutil.wait_procs(processes, timeout=5)
+    assert not [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     session.close()
     with pytest.raises(ClusterError, match="not running"):
         primary.processes()
