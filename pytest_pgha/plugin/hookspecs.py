@@ -4,9 +4,13 @@ run: the plugin restores the registries at its end."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pytest_pgha.ha.registry import HARegistry
 from pytest_pgha.metrics.catalog import MetricCatalog
+from pytest_pgha.metrics.values import Measured
 from pytest_pgha.proxies.registry import ProxyRegistry
+from pytest_pgha.scenarios.protocol import ScenarioResult
 
 
 def pytest_pgha_add_metrics(catalog: MetricCatalog) -> None:
@@ -22,3 +26,9 @@ def pytest_pgha_add_ha_managers(registry: HARegistry) -> None:
 def pytest_pgha_add_proxies(registry: ProxyRegistry) -> None:
     """Register proxy adapters: ``registry.register(kind, ProxySubclass)``; the kind then
     joins --pgha-proxies and the default parametrization."""
+
+
+def pytest_pgha_trial_metrics(result: ScenarioResult) -> Mapping[str, Measured] | None:
+    """Figures of your own, computed from a finished trial (its records, samples,
+    events, metrics), under names registered in the catalog; they join result.metrics
+    before the SLOs are judged. Return None when the trial is not yours to measure."""

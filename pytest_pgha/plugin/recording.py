@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_pgha.errors import PghaConfigError
+from pytest_pgha.metrics import CATALOG
 from pytest_pgha.plugin import session
 from pytest_pgha.plugin.slo_fixtures import bounds_for, result_dicts
 from pytest_pgha.report.allure_report import allure_enabled, attach_failover_report, attach_text
@@ -24,6 +26,7 @@ def record_trial(
 ) -> list[SloResult]:
     """Attach, summarise and (unless verdict is False) judge one result."""
     item = request.node
+    _add_plugins_metrics(item.config, result)
     report = {**result.metrics, **result.details()}
     if allure_enabled():
         _attach(request, stack, result, report)
@@ -38,6 +41,17 @@ def record_trial(
     if not all(r.passed for r in results):
         item.stash.setdefault(VIOLATIONS_KEY, []).append(SloViolation(results))
     return results
+
+
+def _add_plugins_metrics(config: pytest.Config, result: ScenarioResult) -> None:
+    for figures in config.hook.pytest_pgha_trial_metrics(result=result):
+        for name, value in (figures or {}).items():
+            if name not in CATALOG:
+                raise PghaConfigError(
+                    f"pytest_pgha_trial_metrics returned {name!r}, which is not in the "
+                    f"metric catalog: register it in pytest_pgha_add_metrics first"
+                )
+            result.added_metrics[name] = value
 
 
 def violations(item: pytest.Item) -> list[SloViolation]:

@@ -4,6 +4,7 @@ and decodes the text result itself."""
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 from typing import Any, ClassVar
@@ -21,6 +22,10 @@ from pytest_pgha.sandbox.process import tail_log
 # completes (seen under `-n 4`); nothing has run yet, so logging in again is safe.
 LOGIN_ATTEMPTS = 3
 LOGIN_RETRY_DELAY_S = 0.05
+# How long a console command may go unanswered: a proxy can accept a session and then
+# never answer on it (a Pgpool-II child left behind by its failover held the sampler's
+# query for minutes, and the proxy's teardown waited on it).
+QUERY_TIMEOUT_S = 2.0
 
 
 class AdminConsole:
@@ -29,9 +34,12 @@ class AdminConsole:
     Commands log in up to LOGIN_ATTEMPTS times; the sampler once, so that a dead
     proxy shows in its samples at once."""
 
-    def __init__(self, dsn: str, *, login_attempts: int = 1) -> None:
+    def __init__(
+        self, dsn: str, *, login_attempts: int = 1, timeout_s: float = QUERY_TIMEOUT_S
+    ) -> None:
         self.dsn = dsn
         self.login_attempts = login_attempts
+        self.timeout_s = timeout_s
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
 
@@ -53,8 +61,33 @@ class AdminConsole:
             self._conn = self._login()
         return self._conn
 
+    def _exec(self, sql: str) -> pq.abc.PGresult:
+        """PQexec with a deadline: send, then wait on the socket at most timeout_s for
+        the last result (libpq's own PQexec would wait for ever)."""
+        pgconn = self._open().pgconn
+        pgconn.send_query(sql.encode())
+        deadline = time.monotonic() + self.timeout_s
+        last: pq.abc.PGresult | None = None
+        while True:
+            while pgconn.is_busy():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ProxyError(
+                        f"admin command {sql!r} got no answer within {self.timeout_s:g}s"
+                    )
+                readable, _, _ = select.select([pgconn.socket], [], [], remaining)
+                if readable:
+                    pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                break
+            last = result
+        if last is None:
+            raise ProxyError(f"admin command {sql!r} returned nothing")
+        return last
+
     def _query(self, sql: str) -> list[dict[str, str | None]]:
-        result = self._open().pgconn.exec_(sql.encode())
+        result = self._exec(sql)
         if result.status not in (
             pq.ExecStatus.COMMAND_OK,
             pq.ExecStatus.TUPLES_OK,

@@ -23,7 +23,7 @@ from pytest_pgha.metrics.server_gap import (
     first_commit_after_ms,
     largest_commit_gap_ms,
 )
-from pytest_pgha.metrics.values import MetricValues
+from pytest_pgha.metrics.values import Measured, MetricValues
 from pytest_pgha.proxies.sampler import Sampler
 from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.scenarios.protocol import check_load, check_window, short_repr
@@ -132,12 +132,14 @@ class TrialResult:
     old_timeline: int | None = None
     attempts: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    # Figures a plugin added (pytest_pgha_trial_metrics), by catalog name.
+    added_metrics: dict[str, Measured] = field(default_factory=dict)
 
     @property
     def metrics(self) -> MetricValues:
         figures = self.figures.to_json()
         figures.pop("bucket_ms")
-        return MetricValues(figures)
+        return MetricValues({**figures, **self.added_metrics})
 
     @property
     def parameters(self) -> dict[str, object]:

@@ -10,7 +10,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from pytest_pgha.errors import PghaConfigError
-from pytest_pgha.metrics.values import MetricValues
+from pytest_pgha.metrics.values import Measured, MetricValues
 from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.records import TxRecord
@@ -18,6 +18,8 @@ from pytest_pgha.workload.records import TxRecord
 
 class ScenarioResult(Protocol):
     scenario: ClassVar[str]
+    # Figures plugins computed from the trial (pytest_pgha_trial_metrics).
+    added_metrics: dict[str, Measured]
 
     @property
     def metrics(self) -> MetricValues:

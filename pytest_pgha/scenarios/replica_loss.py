@@ -4,14 +4,14 @@ read path: writes must not notice, reads must come back on the remaining replica
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.faults.inject import kill_replica
 from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metrics
 from pytest_pgha.metrics.reads import read_path_metrics
-from pytest_pgha.metrics.values import MetricValues
+from pytest_pgha.metrics.values import Measured, MetricValues
 from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.scenarios.protocol import check_load, check_window, short_repr
 from pytest_pgha.scenarios.stack import Stack
@@ -50,12 +50,13 @@ class ReplicaLossResult:
     read_records: list[TxRecord]
     events: list[Event]
     inject: Event
+    added_metrics: dict[str, Measured] = field(default_factory=dict)
 
     @property
     def metrics(self) -> MetricValues:
         figures = self.writes.to_json()
         figures.pop("bucket_ms")
-        return MetricValues({**figures, **read_path_metrics(self.reads)})
+        return MetricValues({**figures, **read_path_metrics(self.reads), **self.added_metrics})
 
     @property
     def parameters(self) -> dict[str, object]:

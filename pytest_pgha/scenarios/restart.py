@@ -5,13 +5,13 @@ again; the failed probes give how long the endpoint was unavailable."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.faults.inject import crash_proxy, restart_proxy
 from pytest_pgha.metrics.restart import ProbeReport, summarise
-from pytest_pgha.metrics.values import MetricValues
+from pytest_pgha.metrics.values import Measured, MetricValues
 from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.scenarios.protocol import check_window, short_repr
 from pytest_pgha.scenarios.stack import Stack
@@ -53,12 +53,13 @@ class RestartResult:
     inject: Event
     report: ProbeReport
     restart_ms: float  # from the SIGKILL to the proxy listening again
+    added_metrics: dict[str, Measured] = field(default_factory=dict)
 
     @property
     def metrics(self) -> MetricValues:
         figures = self.report.to_json()
         figures.pop("histogram_ms")
-        return MetricValues({**figures, "restart_ms": self.restart_ms})
+        return MetricValues({**figures, "restart_ms": self.restart_ms, **self.added_metrics})
 
     @property
     def parameters(self) -> dict[str, object]:
