@@ -80,7 +80,7 @@ EXPECTED_MESSAGES = [
     "invalid settings=['port']: the harness sets these itself",
     'invalid value for parameter "shared_buffers": "lots"',
     "invalid synchronous_commit='sometimes': use one of off, local, remote_write, on, remote_apply",
-    "invalid pgha_cluster marker=['replica']: give keyword options only, among replicas,",
+    "pgha_cluster marker: unknown option 'replica' (did you mean 'replicas'?); options: replicas,",
 ]
 
 

@@ -31,7 +31,7 @@ PLAIN_TEST = "def test_nothing():\n    pass\n"
         ),
         pytest.param(
             ["--pgha-proxies=pgpol"],
-            ["--pgha-proxies", "unknown proxy kind 'pgpol'", "did you mean pgpool?"],
+            ["--pgha-proxies", "unknown proxy kind 'pgpol'", "did you mean pgpool"],
             id="proxy-typo-gets-suggestion",
         ),
         pytest.param(

@@ -69,7 +69,7 @@ def test_marker_bound_fails_the_test_with_the_table(
     nodeid = "test_slo.py::test_failover[direct]"
     verdicts = [line for line in section if line.startswith(("PASS", "FAIL"))]
     assert len(verdicts) == 1, section
-    expected = rf"FAIL {re.escape(nodeid)} writes_resume_ms \d+ <= 1{TIMING_ERROR}"
+    expected = rf"FAIL {re.escape(nodeid)} writes_resume_ms \d+ ms <= 1 ms{TIMING_ERROR}"
     assert re.fullmatch(expected, verdicts[0]), verdicts
     assert any(
         line.startswith("summary: ") and line.endswith("reports/pgha-summary.json")
@@ -105,7 +105,7 @@ def test_command_line_bound_overrides_the_marker(
     section = terminal_section(result)
     verdicts = [line for line in section if line.startswith(("PASS", "FAIL"))]
     assert len(verdicts) == 1, section
-    expected = rf"PASS {re.escape(nodeid)} writes_resume_ms \d+ <= 5000{TIMING_ERROR}"
+    expected = rf"PASS {re.escape(nodeid)} writes_resume_ms \d+ ms <= 5000 ms{TIMING_ERROR}"
     assert re.fullmatch(expected, verdicts[0]), verdicts
 
     data, entry = only_entry(pytester, nodeid)
@@ -222,8 +222,8 @@ def test_pgha_slo_fixture_checks_from_code(pytester: pytest.Pytester, run_basedi
         ("writes_resume_ms", 160, "20*workers", True, "code")
     ]
     section = terminal_section(result)
-    assert "PASS test_code.py::test_met writes_resume_ms 100 <= 160" in section
-    assert "FAIL test_code.py::test_violated writes_resume_ms 100 <= 50" in section
+    assert "PASS test_code.py::test_met writes_resume_ms 100 ms <= 160 ms" in section
+    assert "FAIL test_code.py::test_violated writes_resume_ms 100 ms <= 50 ms" in section
 
 
 def test_marker_and_code_checks_of_one_trial_share_its_entry(
