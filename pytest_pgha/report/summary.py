@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 
+UNITS_SHOWN = frozenset({"ms", "bytes"})
+
+
 @dataclass
 class SummaryEntry:
     nodeid: str
@@ -122,7 +125,8 @@ def _timing_error(entry: SummaryEntry, result: dict[str, Any]) -> str:
 def _format_result(nodeid: str, result: dict[str, Any]) -> str:
     verdict = "PASS" if result.get("passed") else "FAIL"
     unit = result.get("unit")
-    suffix = f" {unit}" if unit else ""
+    # Durations and sizes carry their unit; counts read plainly.
+    suffix = f" {unit}" if unit in UNITS_SHOWN else ""
     measured = _format_value(result.get("measured")) + suffix
     bound = _format_value(result.get("bound")) + suffix
     metric = result.get("metric", "?")

@@ -98,7 +98,7 @@ def test_the_summary_shows_units_and_the_timing_error_of_timed_figures(
     lines = format_terminal_summary([entry])
     assert lines == [
         "PASS t toy_stall_ms 50 ms <= 100 ms (harness timing error <= 7.5 ms)",
-        "PASS t workers_lost 0 workers == 0 workers",
+        "PASS t workers_lost 0 == 0",
     ]
 
 
