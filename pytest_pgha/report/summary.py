@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-
 UNITS_SHOWN = frozenset({"ms", "bytes"})
 
 
