@@ -7,13 +7,16 @@ Kept thin: the behaviour lives in the packages named after their concern.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import uuid
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_pgha import __version__, doctor
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.ha.registry import HA_MANAGERS
 from pytest_pgha.lag import prioritise_session, restore_session
@@ -36,6 +39,7 @@ from pytest_pgha.plugin.scenario_fixtures import (  # noqa: F401
 )
 from pytest_pgha.plugin.slo_fixtures import pgha_slo, validate_marker, validate_options  # noqa: F401
 from pytest_pgha.proxies.registry import PROXIES
+from pytest_pgha.report.allure_report import write_run_files
 from pytest_pgha.report.summary import (
     format_terminal_summary,
     from_workeroutput,
@@ -180,6 +184,23 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         raise found[0] if len(found) == 1 else SloViolation([r for v in found for r in v.results])
 
 
+def _write_allure_run_files(config: pytest.Config) -> None:
+    """With --alluredir: what the run ran on (environment.properties) and how the
+    report groups failures (categories.json)."""
+    results_dir = config.getoption("allure_report_dir", None)
+    if not results_dir:
+        return
+    environment = {finding.name: finding.detail for finding in doctor.findings() if finding.found}
+    environment |= {
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "pytest-pgha": __version__,
+        "proxy kinds": ", ".join(pgha_config.options(config).proxies),
+        "HA managers": ", ".join(HA_MANAGERS.kinds()),
+    }
+    write_run_files(Path(results_dir), environment)
+
+
 def _starts_servers(item: pytest.Item) -> bool:
     """Whether one of the item's fixtures is a cluster (pgha_cluster_factory marks its
     fixtures), directly or through pgha_proxy, pgha_stack or pgha_scenario."""
@@ -203,6 +224,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     else:
         # Always written, so the file never shows an earlier run's results.
         write_summary(merge_entries(entries), run_summary.summary_path(config))
+        _write_allure_run_files(config)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -12,7 +12,14 @@ from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.metrics import CATALOG
 from pytest_pgha.plugin import session
 from pytest_pgha.plugin.slo_fixtures import bounds_for, result_dicts
-from pytest_pgha.report.allure_report import allure_enabled, attach_failover_report, attach_text
+from pytest_pgha.report.allure_report import (
+    allure_enabled,
+    attach_failover_report,
+    attach_phases,
+    attach_text,
+    attach_verdicts,
+    set_parameters,
+)
 from pytest_pgha.report.summary import SummaryEntry
 from pytest_pgha.scenarios.protocol import ScenarioResult
 from pytest_pgha.scenarios.stack import Stack
@@ -38,9 +45,24 @@ def record_trial(
         item.config,
         SummaryEntry(item.nodeid, report, result_dicts(results), dict(result.parameters)),
     )
+    if allure_enabled():
+        attach_phases(result.events, result.inject)
+        attach_verdicts(result_dicts(results))
+        set_parameters({}, hidden=_pytest_parameters_to_hide(item))
     if not all(r.passed for r in results):
         item.stash.setdefault(VIOLATIONS_KEY, []).append(SloViolation(results))
     return results
+
+
+def _pytest_parameters_to_hide(item: pytest.Item) -> list[str]:
+    """pytest's own parameters that the trial's repeat (the proxy kind) or that only a
+    repr would show (a tuple of options): the trial's parameters say it plainly."""
+    params: dict[str, object] = getattr(getattr(item, "callspec", None), "params", {})
+    return [
+        name
+        for name, value in params.items()
+        if name == "pgha_proxy_kind" or not isinstance(value, (str, int, float, bool))
+    ]
 
 
 def _add_plugins_metrics(config: pytest.Config, result: ScenarioResult) -> None:

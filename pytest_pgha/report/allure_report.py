@@ -88,8 +88,7 @@ def attach_failover_report(
         return False
     import allure
 
-    for name, value in parameters.items():
-        allure.dynamic.parameter(name, value)
+    set_parameters(parameters)
     _attach_json("metrics", dict(metrics_json))
     timing = {k: metrics_json[k] for k in TIMING_ERROR_KEYS if k in metrics_json}
     if timing:
@@ -180,3 +179,122 @@ def _attach_path(path: Path, name: str, **kind: Any) -> None:
     attach: Any = allure.attach
     # allure copies the file into the results dir, so big logs are not read into memory.
     attach.file(str(path), name=name, **kind)
+
+
+def attach_phases(events: Sequence[Event], inject: Event) -> None:
+    """The trial's timeline as Allure steps: each event with its time after the fault
+    (the fault itself, then detect, fence, decide, promote, rewire, follow)."""
+    if not allure_enabled():
+        return
+    import allure
+
+    for event in events:
+        if event.epoch_us < inject.epoch_us:
+            continue
+        offset_ms = (event.epoch_us - inject.epoch_us) / 1000
+        details = ", ".join(f"{k}={v}" for k, v in event.detail.items() if k != "lsns")
+        title = f"{event.name} at +{offset_ms:.1f} ms" + (f" ({details})" if details else "")
+        with allure.step(title):
+            pass
+
+
+class _Verdict(AssertionError):
+    """Raised inside a failed SLO's step, so that Allure shows the step as failed."""
+
+
+def attach_verdicts(verdicts: Sequence[Mapping[str, Any]]) -> None:
+    """Each SLO verdict as an Allure step that passes or fails, with measured vs bound."""
+    if not allure_enabled():
+        return
+    import allure
+
+    for verdict in verdicts:
+        unit = f" {verdict['unit']}" if verdict.get("unit") == "ms" else ""
+        title = (
+            f"SLO {verdict['metric']}: measured {verdict['measured']}{unit}, bound "
+            f"{verdict['op']} {verdict['bound']}{unit} [{verdict['source']}]"
+        )
+        try:
+            with allure.step(title):
+                if not verdict["passed"]:
+                    raise _Verdict(title)
+        except _Verdict:
+            pass  # the test fails after its body, with every verdict's table
+
+
+def set_parameters(parameters: Mapping[str, object], hidden: Iterable[str] = ()) -> None:
+    """The trial's parameters as plain text, and pytest's own that they repeat or
+    that only a repr could show (tuples, dicts) hidden. Written on the test's result
+    itself: allure.dynamic.parameter quotes every string and cannot hide a parameter
+    pytest already recorded."""
+    result = _current_test_result()
+    if result is None:
+        return
+    from allure_commons.model2 import Parameter
+
+    by_name = {parameter.name: parameter for parameter in result.parameters}
+    for name in hidden:
+        if name in by_name:
+            by_name[name].mode = "hidden"
+    for name, value in parameters.items():
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        if name in by_name:
+            by_name[name].value = text
+        else:
+            result.parameters.append(Parameter(name=name, value=text))
+
+
+def _current_test_result() -> Any:
+    """allure-pytest's result object of the running test, or None."""
+    if not allure_enabled():
+        return None
+    from allure_commons import plugin_manager
+
+    listener_class: type = importlib.import_module("allure_pytest.listener").AllureListener
+    plugin: Any
+    for plugin in plugin_manager.get_plugins():
+        if isinstance(plugin, listener_class):
+            return plugin.allure_logger.get_test(None)
+    return None
+
+
+# How the report groups failures (Allure reads categories.json from the results).
+CATEGORIES = [
+    {
+        "name": "SLO violations",
+        "description": "the stack missed a bound: a verdict about the stack",
+        "matchedStatuses": ["failed"],
+        "messageRegex": ".*SLOs failed.*",
+    },
+    {
+        "name": "Harness errors: runner too busy",
+        "description": "the harness could not time the trial; no verdict about the stack",
+        "matchedStatuses": ["failed", "broken"],
+        "messageRegex": ".*runner was too busy.*",
+    },
+    {
+        "name": "Stack errors",
+        "description": "a server, proxy or HA manager did not do its part",
+        "matchedStatuses": ["failed", "broken"],
+        "traceRegex": ".*(ClusterError|ProxyError).*",
+    },
+    {
+        "name": "Harness errors",
+        "description": "anything else that broke: the test or the harness itself",
+        "matchedStatuses": ["broken"],
+    },
+]
+
+
+def write_run_files(results_dir: Path, environment: Mapping[str, str]) -> None:
+    """environment.properties (what the run ran on) and categories.json, beside the
+    results, where Allure's report generator reads them."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"{key}={_property(value)}" for key, value in environment.items()]
+    (results_dir / "environment.properties").write_text("\n".join(lines) + "\n")
+    (results_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=2) + "\n")
+
+
+def _property(value: str) -> str:
+    # Java properties: backslashes and line breaks must be escaped.
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
