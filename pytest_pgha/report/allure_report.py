@@ -251,8 +251,8 @@ def _current_test_result() -> Any:
     from allure_commons import plugin_manager
 
     listener_class: type = importlib.import_module("allure_pytest.listener").AllureListener
-    plugin: Any
-    for plugin in plugin_manager.get_plugins():
+    plugins: list[Any] = list(plugin_manager.get_plugins())
+    for plugin in plugins:
         if isinstance(plugin, listener_class):
             return plugin.allure_logger.get_test(None)
     return None
