@@ -251,11 +251,10 @@ def _current_test_result() -> Any:
     from allure_commons import plugin_manager
 
     listener_class: type = importlib.import_module("allure_pytest.listener").AllureListener
-    plugins: list[Any] = list(plugin_manager.get_plugins())
-    for plugin in plugins:
-        if isinstance(plugin, listener_class):
-            return plugin.allure_logger.get_test(None)
-    return None
+    listeners: list[Any] = [
+        plugin for plugin in plugin_manager.get_plugins() if isinstance(plugin, listener_class)
+    ]
+    return listeners[0].allure_logger.get_test(None) if listeners else None
 
 
 # How the report groups failures (Allure reads categories.json from the results).
