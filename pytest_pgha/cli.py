@@ -19,7 +19,9 @@ def _parser() -> argparse.ArgumentParser:
         "doctor", help="list the stack components found and how to install the missing ones"
     )
     cleanup = commands.add_parser(
-        "cleanup", help="stop processes and remove directories that killed runs left behind"
+        "cleanup",
+        help="stop processes and remove directories that killed runs left behind, and "
+        "the runs kept with --pgha-keep",
     )
     cleanup.add_argument(
         "--basedir",
@@ -56,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not base.exists():
         print(f"nothing to clean: {base} does not exist")
         return 0
-    print(f"{base}: {reap_orphans(base, everything=args.all)}")
+    # Asked for explicitly: the runs kept with --pgha-keep go too.
+    print(f"{base}: {reap_orphans(base, everything=args.all, kept=True)}")
     return 0
 
 

@@ -239,12 +239,26 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if _is_xdist_worker(config) or pgha_config.STASH_KEY not in config.stash:
         return
     entries = run_summary.entries(config)
-    if not entries:
-        return
-    terminalreporter.section("pytest-pgha SLO results")
-    for line in format_terminal_summary(merge_entries(entries)):
-        terminalreporter.write_line(line)
-    terminalreporter.write_line(f"summary: {run_summary.summary_path(config)}")
+    if entries:
+        terminalreporter.section("pytest-pgha SLO results")
+        for line in format_terminal_summary(merge_entries(entries)):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"summary: {run_summary.summary_path(config)}")
+    if pgha_config.options(config).keep:
+        _report_kept(terminalreporter, config)
+
+
+def _report_kept(terminalreporter: Any, config: pytest.Config) -> None:
+    """Where --pgha-keep kept each test's data directories, logs and configs."""
+    run_dir = pgha_config.options(config).base_dir / "runs" / config.stash[RUN_ID_KEY]
+    tests = sorted(p for p in run_dir.glob("*/*") if p.is_dir() and p.parent.name != "templates")
+    terminalreporter.section("pytest-pgha kept")
+    for path in tests:
+        terminalreporter.write_line(str(path))
+    terminalreporter.write_line(
+        f"{len(tests)} test director(ies) under {run_dir}; later runs leave them alone, "
+        "`pgha cleanup` removes them"
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

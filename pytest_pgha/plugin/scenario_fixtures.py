@@ -45,6 +45,7 @@ class ScenarioRunner:
         fields of pytest_pgha.scenarios.failover.TrialPlan (README: "Scenarios")."""
         bucket_ms = pgha_config.options(self.request.config).bucket_ms
         plan = plan_from(TrialPlan, "failover", {"bucket_ms": bucket_ms, **options})
+        self._heal_what_an_earlier_trial_broke()
         plan = plan.for_stack(self.stack)
         proxy = self.stack.proxy
         if plan.rewire == "monitor" and not proxy.has_monitor:
@@ -65,6 +66,7 @@ class ScenarioRunner:
         plan = plan_from(RestartPlan, "restart_window", options)
         if not self.stack.proxy.has_process:
             pytest.skip(f"{self.stack.proxy.kind} has no proxy process to crash")
+        self._heal_what_an_earlier_trial_broke()
         result = run_restart_window(self.stack, plan)
         record_trial(self.request, self.stack, result)
         return result
@@ -76,9 +78,19 @@ class ScenarioRunner:
         plan = plan_from(ReplicaLossPlan, "replica_loss", {"bucket_ms": bucket_ms, **options})
         if self.stack.proxy.ro_dsn is None:
             pytest.skip(f"{self.stack.proxy.kind} has no read path in this configuration")
+        self._heal_what_an_earlier_trial_broke()
         result = run_replica_loss(self.stack, plan)
         record_trial(self.request, self.stack, result)
         return result
+
+
+    def _heal_what_an_earlier_trial_broke(self) -> None:
+        """A cluster shared by several trials (module scope) starts each at full
+        strength: nodes an earlier fault left down rejoin as standbys (pg_rewind)."""
+        if all(node.running() for node in self.stack.cluster.nodes):
+            return
+        rejoined = self.stack.heal()
+        self.stack.timeline.record("healed", nodes=rejoined)
 
 
 @pytest.fixture

@@ -98,8 +98,9 @@ def open_sandbox(base_dir: Path, run_id: str, *, own_run_dir: bool = False) -> S
     )
 
 
-def reap_orphans(base_dir: Path, *, everything: bool = False) -> ReapReport:
-    """What runs killed with SIGKILL left behind: processes, run directories, ports."""
-    report = Registry(base_dir / "registry").reap(everything=everything)
+def reap_orphans(base_dir: Path, *, everything: bool = False, kept: bool = False) -> ReapReport:
+    """What runs killed with SIGKILL left behind: processes, run directories, ports;
+    the directories of runs started with --pgha-keep only with kept=True."""
+    report = Registry(base_dir / "registry").reap(everything=everything, kept=kept)
     PortPool(base_dir / "ports").reap()
     return report

@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -38,6 +38,8 @@ class Entry:
     pid_started: float = 0.0
     path: str = ""
     label: str = ""
+    # Kept on purpose (--pgha-keep): only an explicit `pgha cleanup` removes it.
+    kept: bool = False
 
     def owner_alive(self) -> bool:
         started = _start_time(self.owner_pid)
@@ -88,6 +90,15 @@ class Registry:
         return self._write(Entry(self._owner_pid, self._owner_started, "directory", path=absolute))
 
     @staticmethod
+    def _rewrite(path: Path, entry: Entry) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(entry)))
+        tmp.rename(path)
+
+    def kept_directories(self) -> list[Path]:
+        return [Path(e.path) for _, e in self.entries() if e.kind == "directory" and e.kept]
+
+    @staticmethod
     def remove(token: Path) -> None:
         token.unlink(missing_ok=True)
 
@@ -98,25 +109,30 @@ class Registry:
                 found.append((path, Entry(**json.loads(path.read_text()))))
         return found
 
-    def reap(self, *, everything: bool = False) -> ReapReport:
-        """Kill and delete what dead owners left (with everything=True: all of it)."""
+    def reap(self, *, everything: bool = False, kept: bool = False) -> ReapReport:
+        """Kill and delete what dead owners left (with everything=True: all of it);
+        directories a run kept on purpose only with kept=True."""
         report = ReapReport()
         entries = self.entries()
         # Processes first: a data directory cannot go while its postmaster runs.
         for path, entry in sorted(entries, key=lambda pe: pe[1].kind != "process"):
-            if not everything and entry.owner_alive():
+            if entry.kept and not kept:
+                continue
+            if not everything and not entry.kept and entry.owner_alive():
                 continue
             _reap_entry(entry, report)
             path.unlink(missing_ok=True)
         return report
 
     def reap_owned_by_me(self, *, keep_directories: bool = False) -> ReapReport:
-        """At the end of a run: whatever this process registered and did not remove."""
+        """At the end of a run: whatever this process registered and did not remove;
+        with keep_directories its directories are marked kept instead."""
         report = ReapReport()
         for path, entry in self.entries():
             if entry.owner_pid != self._owner_pid:
                 continue
             if entry.kind == "directory" and keep_directories:
+                self._rewrite(path, replace(entry, kept=True))
                 continue
             _reap_entry(entry, report)
             path.unlink(missing_ok=True)

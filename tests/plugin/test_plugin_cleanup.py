@@ -8,6 +8,8 @@ whose command line or working directory mentions the run's basedir."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,36 @@ def test_nothing_is_left_when_tests_fail_mid_trial(
     assert sum(entry["name"] == "postgres" for entry in seen) >= 6, seen
     assert still_alive(seen) == []
     assert_clean(run_basedir)
+
+
+def test_kept_runs_are_listed_and_survive_later_runs_until_cleanup(
+    pytester: pytest.Pytester, run_basedir: Path
+) -> None:
+    pytester.makepyfile(
+        test_keep="""
+        import pytest
+
+        @pytest.mark.pgha_cluster(replicas=0)
+        def test_keep(pgha_cluster):
+            pgha_cluster.primary.sql("SELECT 1")
+        """
+    )
+    kept = run(pytester, run_basedir, "--pgha-keep")
+    assert kept.ret == pytest.ExitCode.OK, output(kept)
+    lines = kept.outlines
+    start = next(i for i, line in enumerate(lines) if "pytest-pgha kept" in line)
+    (path,) = [Path(line.strip()) for line in lines[start:] if line.startswith("/")]
+    assert path.name.startswith("test_keep") and (path / "node0" / "PG_VERSION").is_file()
+    assert "`pgha cleanup` removes them" in "\n".join(lines[start:])
+
+    later = run(pytester, run_basedir)  # an ordinary run reaps orphans first
+    assert later.ret == pytest.ExitCode.OK, output(later)
+    assert path.is_dir(), "an ordinary run removed a kept run"
+
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "pytest_pgha.cli", "cleanup", "--basedir", str(run_basedir)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert not path.exists(), cleanup.stdout
