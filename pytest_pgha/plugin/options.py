@@ -29,6 +29,8 @@ class PghaOptions:
     slo_ini: tuple[str, ...]
     bucket_ms: int
     proxies: tuple[str, ...]
+    # Where <kind>.toml proxy overrides are read from (None: there are none).
+    proxy_configs: Path | None = None
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -75,6 +77,16 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("pgha_slo", "SLO bounds, one NAME<=VALUE per line", type="linelist", default=[])
     parser.addini("pgha_bucket_ms", "width of the throughput buckets in ms", default=None)
     parser.addini("pgha_proxies", "proxy kinds to run, comma-separated", default=None)
+    group.addoption(
+        "--pgha-proxy-configs",
+        default=None,
+        metavar="DIR",
+        help="directory of <kind>.toml proxy option overrides (default: fixtures/proxies "
+        "under the rootdir, when it exists)",
+    )
+    parser.addini(
+        "pgha_proxy_configs", "directory of <kind>.toml proxy option overrides", default=None
+    )
 
 
 def _pick(cli: object, cli_name: str, ini: object, ini_name: str) -> tuple[str | None, str]:
@@ -110,6 +122,12 @@ def resolve(config: pytest.Config) -> PghaOptions:
         option.pgha_proxies, "--pgha-proxies", config.getini("pgha_proxies"), "ini pgha_proxies"
     )
     proxies = _proxy_kinds(proxies_text, proxies_source)
+    configs_text, configs_source = _pick(
+        option.pgha_proxy_configs,
+        "--pgha-proxy-configs",
+        config.getini("pgha_proxy_configs"),
+        "ini pgha_proxy_configs",
+    )
     return PghaOptions(
         pg_bindir_option=option.pgha_pg_bindir,
         pg_bindir_ini=config.getini("pgha_pg_bindir") or None,
@@ -120,7 +138,22 @@ def resolve(config: pytest.Config) -> PghaOptions:
         slo_ini=tuple(config.getini("pgha_slo")),
         bucket_ms=bucket_ms,
         proxies=proxies,
+        proxy_configs=_proxy_configs(config, configs_text, configs_source),
     )
+
+
+def _proxy_configs(config: pytest.Config, text: str | None, source: str) -> Path | None:
+    if text is None:
+        default = Path(config.rootpath) / "fixtures" / "proxies"
+        return default if default.is_dir() else None
+    path = Path(text)
+    if not path.is_absolute():
+        path = Path(config.rootpath) / path
+    if not path.is_dir():
+        raise PghaConfigError.invalid(
+            source, text, "give a directory holding <kind>.toml files (pgbouncer.toml, ...)"
+        )
+    return path
 
 
 def _proxy_kinds(text: str | None, source: str) -> tuple[str, ...]:

@@ -4,8 +4,7 @@ and `pgha_proxy`, the real proxy in front of the test's cluster."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator
-from pathlib import Path
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import pytest
@@ -17,15 +16,46 @@ else:  # pragma: no cover
 
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.errors import PghaConfigError, PghaError
+from pytest_pgha.plugin import options as pgha_config
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.proxies.cluster_settings import proxy_settings
-from pytest_pgha.proxies.registry import adapter
+from pytest_pgha.proxies.registry import PROXIES, adapter
 from pytest_pgha.sandbox.context import SandboxContext
 
 DEFAULT_KIND = "pgbouncer"
 
 
 PROXY_MARKER = ("monitor", "options")
+
+
+def options_for_kind(given: object, kind: str) -> dict[str, str]:
+    """The marker's options for this kind: options={"pgbouncer": {...}, ...} per kind
+    (a kind left out gets none), or a flat {...} for every kind."""
+    if not isinstance(given, Mapping):
+        raise PghaConfigError.invalid("pgha_proxy(options)", given, "give a dict")
+    per_kind = [k for k in given if isinstance(k, str) and k in PROXIES]
+    if per_kind and len(per_kind) == len(given):
+        chosen = given.get(kind) or given.get(PROXIES.canonical(kind)) or {}
+        if not isinstance(chosen, Mapping):
+            raise PghaConfigError.invalid(f"pgha_proxy(options[{kind!r}])", chosen, "give a dict")
+        return {str(k): str(v) for k, v in chosen.items()}
+    if per_kind:
+        raise PghaConfigError(
+            f"pgha_proxy(options=...): mixes proxy kinds {per_kind} with option names; give "
+            'either {"pgbouncer": {...}, "haproxy": {...}} or one flat dict for every kind'
+        )
+    return {str(k): str(v) for k, v in given.items()}
+
+
+def check_option_names(cls: type[Proxy], options: Mapping[str, str]) -> None:
+    """An adapter that reads a fixed set of options refuses others by name; the rest
+    write every option into the proxy's own config file, whose parser refuses a
+    misspelt one when the proxy starts."""
+    if cls.option_names is None:
+        return
+    unknown = sorted(set(options) - cls.option_names)
+    if unknown:
+        raise PghaConfigError.unknown(f"{cls.kind} options", unknown, sorted(cls.option_names))
 
 
 @pytest.fixture
@@ -36,9 +66,11 @@ def pgha_proxy_kind(request: pytest.FixtureRequest) -> str:
 
 
 def project_overrides(config: pytest.Config, kind: str) -> dict[str, str]:
-    """The [options] of fixtures/proxies/<kind>.toml under the rootdir, if any."""
-    path = Path(config.rootpath) / "fixtures" / "proxies" / f"{kind}.toml"
-    if not path.is_file():
+    """The [options] of <kind>.toml in the run's proxy config directory, if any
+    (--pgha-proxy-configs; fixtures/proxies under the rootdir by default)."""
+    directory = pgha_config.options(config).proxy_configs
+    path = directory / f"{kind}.toml" if directory else None
+    if path is None or not path.is_file():
         return {}
     try:
         data = tomllib.loads(path.read_text())
@@ -69,7 +101,12 @@ def start_proxy(
     monitor = bool(options.pop("monitor", False))
     if monitor and not cls.has_monitor:
         pytest.skip(f"{kind} has no primary detection of its own: monitor=True does not apply")
-    extra = {**from_file, **{k: str(v) for k, v in dict(options.pop("options", {})).items()}}
+    try:
+        given = options_for_kind(options.pop("options", {}), kind)
+        extra = {**from_file, **given}
+        check_option_names(cls, extra)
+    except PghaConfigError as error:
+        pytest.fail(str(error), pytrace=False)
     if options:
         unknown = PghaConfigError.unknown("pgha_proxy marker", sorted(options), PROXY_MARKER)
         pytest.fail(str(unknown), pytrace=False)

@@ -83,7 +83,6 @@ class ScenarioRunner:
         record_trial(self.request, self.stack, result)
         return result
 
-
     def _heal_what_an_earlier_trial_broke(self) -> None:
         """A cluster shared by several trials (module scope) starts each at full
         strength: nodes an earlier fault left down rejoin as standbys (pg_rewind)."""

@@ -132,6 +132,9 @@ class Proxy(ABC):
     splits_reads: ClassVar[bool] = False
     # A process of its own that can crash and restart (the direct baseline has none).
     has_process: ClassVar[bool] = True
+    # The settings.options an adapter reads, when it reads a fixed set (None: it writes
+    # every option into the proxy's own config file, which then checks the names).
+    option_names: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, settings: ProxySettings, context: SandboxContext, binary: str) -> None:
         self.settings = settings

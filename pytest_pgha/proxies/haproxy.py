@@ -29,6 +29,7 @@ class HAProxyProxy(Proxy):
     install_hint: ClassVar[str] = "apt-get install haproxy"
     has_monitor: ClassVar[bool] = True
     splits_reads: ClassVar[bool] = True
+    option_names: ClassVar[frozenset[str] | None] = frozenset(DEFAULTS)
 
     def _option(self, key: str) -> str:
         return self.settings.options.get(key, DEFAULTS[key])

@@ -29,6 +29,10 @@ class ReplicaLossPlan:
     bucket_ms: int = 100
     # The replica to kill, by node name; None: the first.
     replica: str | None = None
+    # After the fault, wait up to this long for every write and read worker to commit
+    # again, then settle_s more (as a failover trial does): a proxy that stalls on a
+    # lost standby shows as a late resume, not as lost workers.
+    recovery_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         check_load("replica_loss", workers=self.workers, rate=self.rate)
@@ -101,6 +105,7 @@ def run_replica_loss(stack: Stack, plan: ReplicaLossPlan) -> ReplicaLossResult:
     with writer, reader:
         time.sleep(plan.warmup_s)
         inject = kill_replica(stack.cluster, stack.timeline, plan.replica)
+        _await_recovery((writer, reader), plan, inject.epoch_us)
         time.sleep(plan.settle_s)
         until_us = time.time_ns() // 1000
     events = stack.timeline.events
@@ -119,3 +124,15 @@ def run_replica_loss(stack: Stack, plan: ReplicaLossPlan) -> ReplicaLossResult:
     return ReplicaLossResult(
         plan, stack.proxy.kind, metrics(writes), metrics(reads), writes, reads, events, inject
     )
+
+
+def _await_recovery(
+    drivers: tuple[WorkloadDriver, ...], plan: ReplicaLossPlan, since_us: int
+) -> None:
+    """Until every worker of every driver committed after since_us, at most
+    recovery_timeout_s."""
+    deadline = time.monotonic() + plan.recovery_timeout_s
+    while time.monotonic() < deadline and any(
+        d.workers_recovered(since_us) < plan.workers for d in drivers
+    ):
+        time.sleep(0.02)
