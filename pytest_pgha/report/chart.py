@@ -144,7 +144,8 @@ def _draw_writer_state(ax: Axes, samples: Sequence[ProxySample], inject_us: int)
     ax.set_ylabel("writer state")
     ax.set_title("writer backend state as the proxy reports it", fontsize=10)
     ax.set_yticks([-1, 0, 1], ["probe err", "down", "up"])
-    ax.set_ylim(-1.5, 1.6)
+    # Room above "up" for the writer labels, clear of the state line.
+    ax.set_ylim(-1.5, 2.6)
     if not samples:
         _say(ax, "no proxy samples")
         return
@@ -220,13 +221,18 @@ def _label_writer_changes(ax: Axes, samples: Sequence[ProxySample], times: Float
         if labelled == _MAX_WRITER_LABELS:
             break
         labelled += 1
-        ax.annotate(
-            f"writer {sample.writer}",
-            (float(t), 1.0),
-            xytext=(2, 6 + 10 * (labelled % 2)),  # alternate heights: changes can be ms apart
-            textcoords="offset points",
+        # Above the state line, on a white ground, at alternating heights: changes can
+        # be milliseconds apart. A dotted stem points at the moment of the change.
+        height = 1.55 if labelled % 2 else 2.1
+        ax.vlines(float(t), 1.0, height, colors="0.6", linestyles="dotted", linewidth=0.8)
+        ax.text(
+            float(t),
+            height,
+            f" writer {sample.writer}",
             fontsize=7,
-            rotation=20,
+            va="center",
+            ha="left",
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
         )
 
 
