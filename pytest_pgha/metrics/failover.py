@@ -1,7 +1,8 @@
 """What one failover cost the application, from the transaction log and the timeline.
 
-The headline numbers follow the seed lab (shared/seeds/proxysql-pg-unplanned-failover.txt)
-exactly, so results can be compared with it; the rest split those numbers by cause.
+The headline numbers follow the failover lab ("ProxySQL for PostgreSQL - Surviving an
+unplanned primary failure") exactly, so results can be compared with it; the rest
+split those numbers by cause.
 
 Units: ``writes_resume_ms`` is an int, a multiple of the bucket width (it cannot be more
 precise than one bucket). Every other duration is a float in milliseconds rounded to

@@ -2,7 +2,8 @@
 (the replicas), configured from proxysql.cnf at start and through admin SQL on the
 PostgreSQL-protocol admin port afterwards.
 
-Explicit path: the failover lab's admin SQL (shared/seeds/proxysql-pg-unplanned-failover).
+Explicit path: the admin SQL of the failover lab ("ProxySQL for PostgreSQL - Surviving an
+unplanned primary failure").
 Monitor path: pgsql_replication_hostgroups (10, 20, 'read_only'), where the monitor's
 pg_is_in_recovery() probe moves servers between the two hostgroups by itself.
 

@@ -20,7 +20,7 @@ RUN_TIMEOUT_S = 180.0
 # The seven proxy kinds the plugin knows, in the order it documents them.
 ALL_KINDS = ("direct", "pgbouncer", "haproxy", "pgpool", "proxysql", "pgdog", "pgcat")
 
-# A cheap, short failover trial (the brief: rate=500, short warmup/settle).
+# A cheap, short failover trial: rate=500, short warmup and settle.
 TRIAL = 'fault="kill_primary", detect_delay_s=0.5, warmup_s=1, settle_s=1, rate=500'
 
 # Written next to inner tests that record the processes of their run, so that the
