@@ -47,6 +47,9 @@ class HAProxyProxy(Proxy):
             "    maxconn 2000",
             # TCP, not a unix socket: sandbox paths can exceed sun_path's 107 bytes.
             f"    stats socket ipv4@{s.listen_host}:{s.admin_port} level admin",
+            # To the proxy's log file instead of syslog: server state changes and
+            # errors, the proxy's side of the failover's timeline.
+            "    log stderr format iso local0 notice",
         ]
         if s.monitor:
             lines += ["    external-check", "    insecure-fork-wanted"]
@@ -54,6 +57,7 @@ class HAProxyProxy(Proxy):
             "",
             "defaults",
             "    mode tcp",
+            "    log global",
             f"    timeout connect {self._option('timeout_connect')}",
             f"    retries {self._option('retries')}",
             "    option redispatch",
