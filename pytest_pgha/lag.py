@@ -53,6 +53,21 @@ def prioritise_session(niceness: int = INSTRUMENT_NICENESS) -> int | None:
     return previous
 
 
+def share_session_priority(pid: int) -> bool:
+    """Give the session of process pid the harness session's autogroup niceness. For
+    a proxy: the harness favours its own session (instruments and workload clients),
+    and a proxy left at the default would lose the CPU to the very clients it serves,
+    a balance no real deployment has (seen: Pgpool-II's main process, starved on a
+    busy runner, reaped and forked children for over 10 s instead of failing over).
+    Returns whether it took effect."""
+    try:
+        niceness = AUTOGROUP.read_text().split()[-1]
+        Path(f"/proc/{pid}/autogroup").write_text(niceness)
+    except (OSError, IndexError):
+        return False
+    return True
+
+
 def restore_session(previous: int | None) -> None:
     if previous is not None:
         with contextlib.suppress(OSError):

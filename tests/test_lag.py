@@ -1,10 +1,22 @@
 """The harness's timing-error meter: what it records and how it summarises."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
-from pytest_pgha.lag import Heartbeat, LagMeter, LagSummary, prioritise
+import pytest
+
+from pytest_pgha.lag import (
+    AUTOGROUP,
+    Heartbeat,
+    LagMeter,
+    LagSummary,
+    prioritise,
+    share_session_priority,
+)
 
 
 def test_summary_gives_max_p99_and_the_largest_per_source():
@@ -66,3 +78,18 @@ def test_prioritise_reports_whether_it_could():
     thread.start()
     thread.join()
     assert result["done"] is (os.geteuid() == 0)
+
+
+def test_a_proxy_session_shares_the_harness_sessions_priority() -> None:
+    if not AUTOGROUP.exists() or os.geteuid() != 0:
+        pytest.skip("needs autogroup scheduling and root (CAP_SYS_NICE)")
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    child = subprocess.Popen(sleeper, start_new_session=True)
+    try:
+        assert share_session_priority(child.pid)
+        mine = AUTOGROUP.read_text().split()[-1]
+        theirs = Path(f"/proc/{child.pid}/autogroup").read_text().split()[-1]
+        assert theirs == mine
+    finally:
+        child.kill()
+        child.wait()

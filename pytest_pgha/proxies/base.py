@@ -23,6 +23,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from pytest_pgha.errors import ProxyError
+from pytest_pgha.lag import share_session_priority
 from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.net import LOOPBACK
@@ -181,6 +182,9 @@ class Proxy(ABC):
             cwd=self.settings.workdir,
         )
         self.process.start()
+        if self.process.pid is not None:
+            # Not starved by the harness's favoured clients (pytest_pgha.lag).
+            share_session_priority(self.process.pid)
         wait_listening(self.settings.listen_port, self.process, timeout=timeout)
         self.after_start()
         self.wait_serving(timeout)
