@@ -150,6 +150,13 @@ class TrialResult:
         return self.plan.bucket_ms
 
     @property
+    def faulted_node(self) -> str | None:
+        """The node the fault hit (of the attempt measured, when a runner too busy
+        made the trial run twice: the first attempt's fault hit another node)."""
+        node = self.inject.detail.get("node")
+        return str(node) if node is not None else None
+
+    @property
     def server_write_gap_ms(self) -> float | None:
         return self.figures.server_write_gap_ms
 

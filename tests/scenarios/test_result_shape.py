@@ -54,5 +54,8 @@ def test_every_result_has_the_same_shape() -> None:
 def test_each_scenario_names_its_headline_figure() -> None:
     trial, restart, replica = results()
     assert trial.metrics.writes_resume_ms is None and trial.parameters["ha"] == "scripted"
+    assert trial.faulted_node is None  # this fault named no node
+    trial.inject = Event("inject", 1_000_000, 0, {"node": "node2"})
+    assert trial.faulted_node == "node2"
     assert restart.metrics.unavailable_ms == 4.0 and restart.metrics.restart_ms == 3.5
     assert "reads_resume_ms" in replica.metrics and "server_write_gap_ms" in trial.metrics
