@@ -119,6 +119,7 @@ def start_proxy(
         pytest.fail(f"{kind} did not start: {error}", pytrace=False)
     finally:
         proxy.stop()
+        proxy.release_leftovers()
         for port in ports:
             sandbox.ports.release(port)
 

@@ -28,6 +28,7 @@ from pytest_pgha.proxies.samples import ProxySample
 from pytest_pgha.sandbox.context import SandboxContext
 from pytest_pgha.sandbox.net import LOOPBACK
 from pytest_pgha.sandbox.process import ManagedProcess, tail_log
+from pytest_pgha.sandbox.sysv import release_orphaned_segments
 from pytest_pgha.timeline import now_epoch_us
 
 Role = Literal["primary", "replica"]
@@ -232,6 +233,8 @@ class Proxy(ABC):
         if self.process is not None:
             self.process.stop(signal.SIGKILL, timeout=1)  # reap the crashed group
         self.start(timeout)
+        # After the start, outside the restart window the scenario times.
+        self.release_leftovers()
 
     def reconfigure(self, backends: tuple[Backend, ...], timeout: float = 15.0) -> None:
         """Start afresh in front of `backends` (a healed cluster): stop, forget what the
@@ -241,7 +244,17 @@ class Proxy(ABC):
             self.process.stop(signal.SIGKILL, timeout=1)
         self.settings = replace(self.settings, backends=backends)
         self.forget_state()
+        self.release_leftovers()
         self.start(timeout)
+
+    def release_leftovers(self) -> int:
+        """Shared memory a killed instance left (Pgpool-II's ~130 MB per start), once
+        its processes are gone. Only under a dedicated service user, whose orphaned
+        segments can only be the sandboxes'."""
+        identity = self.context.identity
+        if not identity.is_switched:
+            return 0
+        return release_orphaned_segments(identity.uid)
 
     def forget_state(self) -> None:
         """Hook: drop state the proxy keeps across restarts (none by default)."""

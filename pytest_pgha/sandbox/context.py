@@ -11,6 +11,7 @@ from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.sandbox.ports import PortPool
 from pytest_pgha.sandbox.registry import ReapReport, Registry
 from pytest_pgha.sandbox.runas import Identity, service_identity
+from pytest_pgha.sandbox.sysv import release_orphaned_segments
 
 # Memory-backed when the machine has it: cloning data directories is then a memcpy,
 # and fsync=off makes the disk irrelevant to what the tests measure.
@@ -103,4 +104,7 @@ def reap_orphans(base_dir: Path, *, everything: bool = False, kept: bool = False
     the directories of runs started with --pgha-keep only with kept=True."""
     report = Registry(base_dir / "registry").reap(everything=everything, kept=kept)
     PortPool(base_dir / "ports").reap()
+    identity = service_identity()
+    if identity.is_switched:
+        release_orphaned_segments(identity.uid)
     return report

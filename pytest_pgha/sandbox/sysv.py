@@ -1,4 +1,4 @@
-"""SysV shared memory a crashed postmaster leaves behind.
+"""SysV shared memory a crashed postmaster or proxy leaves behind.
 
 A postmaster keeps a small SysV segment as an interlock and names it in
 postmaster.pid. It removes it when it exits, but not when it is SIGKILLed; PostgreSQL
@@ -63,3 +63,28 @@ def release_segments_under(directory: Path, *, settle_s: float = 0.0) -> int:
         release_segment(pid_file.parent, settle_s=settle_s)
         for pid_file in directory.rglob("postmaster.pid")
     )
+
+
+def release_orphaned_segments(uid: int) -> int:
+    """Remove the segments of user uid that nothing is attached to and whose creator
+    has exited: what a SIGKILLed server left. Pgpool-II allocates one of about 130 MB
+    per start (its shared memory and query cache) and frees it only on a clean exit;
+    leaked after each crash, 170 of them once took 22 GB of RAM. A live server keeps
+    its segments attached, so it never loses one here. Call it once the server's
+    processes are gone (they detach as they exit). Returns how many went."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return sum(
+        int(libc.shmctl(ctypes.c_int(shmid), IPC_RMID, None)) == 0 for shmid in _orphans(uid)
+    )
+
+
+def _orphans(uid: int) -> list[int]:
+    found = []
+    with contextlib.suppress(OSError):
+        for row in _SYSVIPC.read_text().splitlines()[1:]:
+            fields = row.split()
+            # key shmid perms size cpid lpid nattch uid ...
+            shmid, cpid, nattch, owner = (int(fields[i]) for i in (1, 4, 6, 7))
+            if owner == uid and nattch == 0 and not Path(f"/proc/{cpid}").exists():
+                found.append(shmid)
+    return found

@@ -74,3 +74,48 @@ def test_every_data_directory_under_a_run(tmp_path: Path, segment: tuple[int, in
     _pid_file(tmp_path / "run" / "gw0" / "test_a" / "node1", *segment)
     assert release_segments_under(tmp_path / "run") == 1
     assert attached(*segment) is None
+
+
+MAKE_SEGMENT = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(0, ctypes.c_size_t(4096), 0o1000 | 0o600)  # IPC_PRIVATE, as Pgpool-II
+if sys.argv[1] == "attached":
+    libc.shmat(shmid, None, 0)
+print(shmid, flush=True)
+if sys.argv[1] == "attached":
+    sys.stdin.read()  # stays attached until told to go
+"""
+
+
+def test_orphaned_segments_of_a_dead_creator_go_live_ones_stay() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from pytest_pgha.sandbox.sysv import release_orphaned_segments
+
+    uid = os.geteuid()
+    orphan = subprocess.run(
+        [sys.executable, "-c", MAKE_SEGMENT, "orphan"], capture_output=True, text=True, check=True
+    )
+    orphan_id = int(orphan.stdout)
+    live = subprocess.Popen(
+        [sys.executable, "-c", MAKE_SEGMENT, "attached"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert live.stdout is not None
+    live_id = int(live.stdout.readline())
+    try:
+        assert release_orphaned_segments(uid) >= 1
+        ids = {
+            int(row.split()[1]) for row in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+        }
+        assert orphan_id not in ids and live_id in ids
+    finally:
+        live.communicate("")
+        LIBC.shmctl(ctypes.c_int(live_id), IPC_RMID, None)
+        LIBC.shmctl(ctypes.c_int(orphan_id), IPC_RMID, None)
