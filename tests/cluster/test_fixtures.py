@@ -108,7 +108,7 @@ def test_factory_and_marker_options_reach_the_cluster(
 ) -> None:
     pytester.makepyfile(test_inner=USES_CLUSTERS)
     result = pytester.runpytest(
-        f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}"
+        "-p", "no:randomly", f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}"
     )
     result.assert_outcomes(passed=4)
     assert processes_inside(inner_basedir) == []
@@ -122,7 +122,11 @@ def test_impossible_options_fail_with_one_clear_message(
     pytester.makepyfile(test_inner=BAD_OPTIONS.format(fake=fake))
     # -rN: pytest's short summary repeats each message (in full when CI is set).
     result = pytester.runpytest(
-        f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}", "-rN"
+        "-p",
+        "no:randomly",
+        f"--pgha-basedir={inner_basedir}",
+        f"--pgha-pg-bindir={inner_bindir()}",
+        "-rN",
     )
     result.assert_outcomes(errors=8)
     output = result.stdout.str()
@@ -146,7 +150,7 @@ def test_bad_command_line_options_are_usage_errors(
     pytester: pytest.Pytester, inner_basedir: Path, option: str, message: str
 ) -> None:
     pytester.makepyfile(test_inner="def test_nothing(): pass")
-    result = pytester.runpytest(f"--pgha-basedir={inner_basedir}", option)
+    result = pytester.runpytest("-p", "no:randomly", f"--pgha-basedir={inner_basedir}", option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"ERROR: {message}" in result.stderr.str()
     _no_plugin_traceback(result.stdout.str() + result.stderr.str())
@@ -157,7 +161,11 @@ def test_bad_pg_bindir_option_names_the_option_and_the_fix(
 ) -> None:
     pytester.makepyfile(test_inner="def test_it(pgha_cluster): pass")
     result = pytester.runpytest(
-        f"--pgha-basedir={inner_basedir}", "--pgha-pg-bindir=/nonexistent/bin", "-rE"
+        "-p",
+        "no:randomly",
+        f"--pgha-basedir={inner_basedir}",
+        "--pgha-pg-bindir=/nonexistent/bin",
+        "-rE",
     )
     result.assert_outcomes(errors=1)
     output = result.stdout.str()
@@ -177,7 +185,9 @@ def test_missing_binaries_everywhere_list_what_was_tried(
     monkeypatch.setattr(binaries, "_newest_debian_bindir", lambda: None)
     monkeypatch.setattr(binaries, "embedded_bindir", lambda: None)
     pytester.makepyfile(test_inner="def test_it(pgha_cluster): pass")
-    result = pytester.runpytest_inprocess(f"--pgha-basedir={inner_basedir}", "-rE")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:randomly", f"--pgha-basedir={inner_basedir}", "-rE"
+    )
     result.assert_outcomes(errors=1)
     output = result.stdout.str()
     assert "PostgreSQL binaries not found. Tried, in order:" in output

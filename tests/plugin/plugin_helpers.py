@@ -62,8 +62,15 @@ def record(basedir, path):
 
 def run(pytester: pytest.Pytester, basedir: Path, *args: str) -> pytest.RunResult:
     """pytest in a subprocess, in pytester's directory, with its own sandbox basedir."""
+    # Inner runs keep their order (pytest-randomly shuffles only the outer one).
     return pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", f"--pgha-basedir={basedir}", *args, timeout=RUN_TIMEOUT_S
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        f"--pgha-basedir={basedir}",
+        *args,
+        timeout=RUN_TIMEOUT_S,
     )
 
 

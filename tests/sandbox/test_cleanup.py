@@ -78,7 +78,9 @@ def test_sigkilled_run_is_reaped_by_the_next_run(
     segments = segments_under(inner_basedir)
     assert len(segments) == 3
     pytester.makepyfile(test_next="def test_nothing(): pass")
-    result = pytester.runpytest_subprocess(f"--pgha-basedir={inner_basedir}", "test_next.py")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", f"--pgha-basedir={inner_basedir}", "test_next.py"
+    )
     result.assert_outcomes(passed=1)
     assert leftovers(inner_basedir) == NOTHING_LEFT
     assert not any(segment_exists(s) for s in segments)  # the killed postmasters SysV
@@ -121,7 +123,7 @@ def test_failures_leave_nothing(pytester: pytest.Pytester, inner_basedir: Path) 
     goes."""
     pytester.makepyfile(test_failing=FAILING_TESTS)
     result = pytester.runpytest_subprocess(
-        f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}"
+        "-p", "no:randomly", f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}"
     )
     result.assert_outcomes(failed=1, errors=1)
     result.stdout.fnmatch_lines(

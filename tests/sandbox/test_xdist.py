@@ -42,7 +42,12 @@ def test_four_workers_never_collide(
     monkeypatch.setenv("PGHA_TEST_RECORDS", str(records_file))
     pytester.makepyfile(test_parallel=CLUSTERS_ON_EVERY_WORKER)
     result = pytester.runpytest_subprocess(
-        "-n", "4", f"--pgha-basedir={inner_basedir}", f"--pgha-pg-bindir={inner_bindir()}"
+        "-p",
+        "no:randomly",
+        "-n",
+        "4",
+        f"--pgha-basedir={inner_basedir}",
+        f"--pgha-pg-bindir={inner_bindir()}",
     )
     result.assert_outcomes(passed=8)
     records = [json.loads(line) for line in records_file.read_text().splitlines()]
