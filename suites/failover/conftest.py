@@ -26,20 +26,21 @@ SETTLE_S = 1.5
 # flowing cleanly again (recovery_ms: promotion, rewire, reconnects), per proxy kind.
 #
 # From data, not from one good run: benchmarks/failover_soak.py, `pytest
-# suites/failover -n 4` on a 2-core machine (pgbench 13-22k TPS), 70 runs on
-# 2026-11-23 (62 idle, 8 with one busy loop per core beside them; the soaks of the
-# harness while it was being fixed, the last 26 on this code). recovery_ms over every
-# failover test of the kind (detect 1 s / 0 s / probe, frozen, switchover), max (p95,
-# p50): direct 700 (400, 190), HAProxy 690 (400, 290), PgBouncer 1300 (680, 300) over
-# 350 trials each, Pgpool-II 16900 (10300, 2270) over 332.
-# Budget = twice the max, rounded up to 100 ms, at least 1000 ms: recovery is CPU work
-# (promotion, the proxy's rewire, a SCRAM login per reconnecting client), which takes
-# up to twice as long on a machine half as fast. Pgpool-II's failover (detaching the
-# old primary) searches the new primary once a second and restarts every child and
-# its PCP listener: its rewire alone took 0.9-13.4 s, so its budget is wide and its
-# p50 is the figure to watch. Kinds without soak data here (PgCat, ProxySQL, PgDog)
+# suites/failover -n 4` on a 2-core machine (pgbench 13-26k TPS), the soaks of
+# 2026-11-23: 70 runs while the harness was being fixed, then 20 idle runs on the code
+# before proxies shared the harness's priority, then 10 runs with one busy loop per
+# core and 8 idle runs on the final code. recovery_ms over every failover test of the
+# kind (detect 1 s / 0 s / probe, frozen, switchover), max (p50): direct 891 (275, the
+# busy runs), HAProxy 690 (290), PgBouncer 1300 (300), Pgpool-II 16900 (2270) before
+# it kept failover_on_backend_error and shared the harness's priority, 2172 (789) on
+# the final code.
+# Budget = twice the largest max, rounded up to 100 ms, at least 1000 ms: recovery is
+# CPU work (promotion, the proxy's rewire, a SCRAM login per reconnecting client), which
+# takes up to twice as long on a machine half as fast. Pgpool-II keeps the budget of
+# its earlier, starved runs (twice 16.9 s) until more soaks of the final code justify
+# the ~4400 ms they point to. Kinds without soak data here (PgCat, ProxySQL, PgDog)
 # keep the earlier 1200 ms allowance until a soak measures them.
-RECOVERY_BUDGET_MS = {"direct": 1400, "haproxy": 1400, "pgbouncer": 2600, "pgpool": 33800}
+RECOVERY_BUDGET_MS = {"direct": 1800, "haproxy": 1400, "pgbouncer": 2600, "pgpool": 33800}
 DEFAULT_RECOVERY_BUDGET_MS = 1200
 # Pgpool-II forks its 32 children before it serves again: 0.5-1.8 s here.
 RESTART_BUDGET_MS = {"pgpool": 3000}
