@@ -289,9 +289,15 @@ def write_run_files(results_dir: Path, environment: Mapping[str, str]) -> None:
     """environment.properties (what the run ran on) and categories.json, beside the
     results, where Allure's report generator reads them."""
     results_dir.mkdir(parents=True, exist_ok=True)
-    lines = [f"{key}={_property(value)}" for key, value in environment.items()]
+    lines = [f"{_key(key)}={_property(value)}" for key, value in environment.items()]
     (results_dir / "environment.properties").write_text("\n".join(lines) + "\n")
     (results_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=2) + "\n")
+
+
+def _key(name: str) -> str:
+    # A properties key ends at the first blank, '=' or ':': "postgresql (wheel)" would
+    # become the key "postgresql" with the rest in its value.
+    return "_".join(name.replace("(", "").replace(")", "").replace("=", "").split())
 
 
 def _property(value: str) -> str:
