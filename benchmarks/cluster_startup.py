@@ -33,10 +33,10 @@ import psycopg
 from pytest_pgha.cluster import conf
 from pytest_pgha.cluster.binaries import PgBinaries, discover, reachable_by_service_user
 from pytest_pgha.cluster.cluster import Cluster
-from pytest_pgha.poll import wait_until
 from pytest_pgha.cluster.spec import ClusterSpec
 from pytest_pgha.cluster.template import WAL_SEGMENT_MB, Template, base_env, ensure_template, run_as
 from pytest_pgha.errors import ClusterError
+from pytest_pgha.poll import wait_until
 from pytest_pgha.sandbox.context import SandboxContext, default_base_dir, open_sandbox
 from pytest_pgha.sandbox.pstree import kill_inside, process_tree
 
