@@ -4,7 +4,6 @@ plugin records every result through this one interface (Allure, summary, SLOs)."
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -66,13 +65,9 @@ def plan_from(plan_class: type[PlanT], scenario: str, options: Mapping[str, Any]
     names the option, suggests the closest known one and lists them all."""
     assert is_dataclass(plan_class)
     known = [f.name for f in fields(plan_class)]
-    for name in options:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise PghaConfigError(
-                f"{scenario}(): unknown option {name!r}; {hint}options: {', '.join(known)}"
-            )
+    unknown = [name for name in options if name not in known]
+    if unknown:
+        raise PghaConfigError.unknown(f"{scenario}()", unknown, known)
     try:
         return plan_class(**options)
     except TypeError as error:
