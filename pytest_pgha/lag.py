@@ -38,6 +38,22 @@ WORKLOAD_NICENESS = -5
 # counts, and every PostgreSQL backend is a session of its own (it calls setsid()): a
 # thread's niceness alone does not lift it above the servers, its session's does.
 AUTOGROUP = Path("/proc/self/autogroup")
+# The kernel lets a process without CAP_SYS_ADMIN change an autogroup's niceness once
+# per 100 ms, machine-wide, and answers EAGAIN in between ("sched: autogroup" in
+# kernel/sched/autogroup.c): parallel xdist workers starting proxies collide there.
+AUTOGROUP_RETRY_S = 1.0
+
+
+def _write_autogroup(path: Path, niceness: str) -> None:
+    deadline = time.monotonic() + AUTOGROUP_RETRY_S
+    while True:
+        try:
+            path.write_text(niceness)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def prioritise_session(niceness: int = INSTRUMENT_NICENESS) -> int | None:
@@ -47,7 +63,7 @@ def prioritise_session(niceness: int = INSTRUMENT_NICENESS) -> int | None:
     scheduling, or no CAP_SYS_NICE)."""
     try:
         previous = int(AUTOGROUP.read_text().split()[-1])
-        AUTOGROUP.write_text(str(niceness))
+        _write_autogroup(AUTOGROUP, str(niceness))
     except (OSError, ValueError, IndexError):
         return None
     return previous
@@ -62,7 +78,7 @@ def share_session_priority(pid: int) -> bool:
     Returns whether it took effect."""
     try:
         niceness = AUTOGROUP.read_text().split()[-1]
-        Path(f"/proc/{pid}/autogroup").write_text(niceness)
+        _write_autogroup(Path(f"/proc/{pid}/autogroup"), niceness)
     except (OSError, IndexError):
         return False
     return True
@@ -71,7 +87,7 @@ def share_session_priority(pid: int) -> bool:
 def restore_session(previous: int | None) -> None:
     if previous is not None:
         with contextlib.suppress(OSError):
-            AUTOGROUP.write_text(str(previous))
+            _write_autogroup(AUTOGROUP, str(previous))
 
 
 def prioritise(niceness: int = INSTRUMENT_NICENESS) -> bool:

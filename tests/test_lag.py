@@ -1,6 +1,7 @@
 """The harness's timing-error meter: what it records and how it summarises."""
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -93,3 +94,37 @@ def test_a_proxy_session_shares_the_harness_sessions_priority() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+RAPID_SHARES = """
+import subprocess, sys
+from pytest_pgha.lag import share_session_priority
+children = [
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    for _ in range(3)
+]
+try:
+    print([share_session_priority(child.pid) for child in children])
+finally:
+    for child in children:
+        child.kill()
+"""
+
+
+def test_sharing_priority_waits_out_the_kernels_rate_limit() -> None:
+    """Without CAP_SYS_ADMIN the kernel refuses a second autogroup change within
+    100 ms (EAGAIN): proxies started back to back must still get their priority."""
+    if not AUTOGROUP.exists() or os.geteuid() != 0:
+        pytest.skip("needs autogroup scheduling and root (CAP_SYS_NICE)")
+    capsh = shutil.which("capsh")
+    if capsh is None:
+        pytest.skip("needs capsh: apt-get install libcap2-bin")
+    command = f"{sys.executable} -c '{RAPID_SHARES}'"
+    done = subprocess.run(
+        [capsh, "--drop=cap_sys_admin", "--", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, True, True]"
