@@ -70,16 +70,19 @@ def prioritise_session(niceness: int = INSTRUMENT_NICENESS) -> int | None:
 
 
 def share_session_priority(pid: int) -> bool:
-    """Give the session of process pid the harness session's autogroup niceness. For
-    a proxy: the harness favours its own session (instruments and workload clients),
-    and a proxy left at the default would lose the CPU to the very clients it serves,
-    a balance no real deployment has (seen: Pgpool-II's main process, starved on a
-    busy runner, reaped and forked children for over 10 s instead of failing over).
-    Returns whether it took effect."""
+    """Give the session of process pid (a proxy) the workload's rank against the
+    harness session: as many niceness steps below it as the workload's threads are
+    below the instruments', never below the servers' default. A proxy left at the
+    default loses the CPU to the very clients it serves, a balance no real deployment
+    has (seen: Pgpool-II's main process, starved on a busy runner, reaped and forked
+    children for over 10 s instead of failing over); a proxy at the harness's own
+    rank took the CPU from the instruments in a reconnect storm (harness lag max
+    90 ms -> 252 ms over the idle soak). Returns whether it took effect."""
     try:
-        niceness = AUTOGROUP.read_text().split()[-1]
-        _write_autogroup(Path(f"/proc/{pid}/autogroup"), niceness)
-    except (OSError, IndexError):
+        harness = int(AUTOGROUP.read_text().split()[-1])
+        niceness = min(0, harness + WORKLOAD_NICENESS - INSTRUMENT_NICENESS)
+        _write_autogroup(Path(f"/proc/{pid}/autogroup"), str(niceness))
+    except (OSError, ValueError, IndexError):
         return False
     return True
 

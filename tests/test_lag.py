@@ -12,10 +12,14 @@ import pytest
 
 from pytest_pgha.lag import (
     AUTOGROUP,
+    INSTRUMENT_NICENESS,
+    WORKLOAD_NICENESS,
     Heartbeat,
     LagMeter,
     LagSummary,
     prioritise,
+    prioritise_session,
+    restore_session,
     share_session_priority,
 )
 
@@ -81,16 +85,19 @@ def test_prioritise_reports_whether_it_could():
     assert result["done"] is (os.geteuid() == 0)
 
 
-def test_a_proxy_session_shares_the_harness_sessions_priority() -> None:
+def test_a_proxy_session_ranks_with_the_workload_below_the_instruments() -> None:
     if not AUTOGROUP.exists() or os.geteuid() != 0:
         pytest.skip("needs autogroup scheduling and root (CAP_SYS_NICE)")
     sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
     child = subprocess.Popen(sleeper, start_new_session=True)
     try:
-        assert share_session_priority(child.pid)
-        mine = AUTOGROUP.read_text().split()[-1]
-        theirs = Path(f"/proc/{child.pid}/autogroup").read_text().split()[-1]
-        assert theirs == mine
+        previous = prioritise_session(INSTRUMENT_NICENESS)
+        try:
+            assert share_session_priority(child.pid)
+        finally:
+            restore_session(previous)
+        theirs = int(Path(f"/proc/{child.pid}/autogroup").read_text().split()[-1])
+        assert theirs == min(0, INSTRUMENT_NICENESS + 5) == WORKLOAD_NICENESS
     finally:
         child.kill()
         child.wait()
