@@ -7,7 +7,7 @@ import contextlib
 import shutil
 import signal
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,9 @@ class Node:
         self.log_path = datadir.parent / f"{name}.log"
         self._process: ManagedProcess | None = None
         self.upstream: Node | None = None
+        # How this node, as a standby, reaches an upstream: its (host, port), or where
+        # something in between listens (a fault proxy on the replication path).
+        self.replication_route: Callable[[Node], tuple[str, int]] | None = None
         self._kept: psycopg.Connection[Any] | None = None
         self._kept_lock = threading.Lock()
 
@@ -344,9 +347,11 @@ class Node:
         )
 
     def replica_settings(self, upstream: Node) -> dict[str, str]:
+        route = self.replication_route
+        host, port = route(upstream) if route else (upstream.host, upstream.port)
         conninfo = make_conninfo(
-            host=upstream.host,
-            port=str(upstream.port),
+            host=host,
+            port=str(port),
             user="replicator",
             password=self.credentials.replicator,
             application_name=self.name,

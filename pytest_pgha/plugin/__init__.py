@@ -30,6 +30,10 @@ from pytest_pgha.plugin.cluster_fixtures import (  # noqa: F401  (fixtures are f
     pgha_cluster,
     pgha_sandbox,
 )
+from pytest_pgha.plugin.fault_fixtures import (  # noqa: F401
+    pgha_replication_links,
+    pgha_toxiproxy,
+)
 from pytest_pgha.plugin.proxy_fixtures import pgha_proxy, pgha_proxy_kind  # noqa: F401
 from pytest_pgha.plugin.recording import violations
 from pytest_pgha.plugin.scenario_fixtures import (  # noqa: F401

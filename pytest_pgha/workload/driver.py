@@ -51,6 +51,13 @@ from pytest_pgha.lag import (
     prioritise,
 )
 from pytest_pgha.workload.errors import classify
+from pytest_pgha.workload.ledger import (
+    LedgerEntry,
+    LedgerRow,
+    LedgerTrail,
+    SessionInfo,
+    ledger_entries,
+)
 from pytest_pgha.workload.prober import EventLike
 from pytest_pgha.workload.records import Outcome, TxRecord
 
@@ -59,6 +66,7 @@ _COMMAND_OK = pq.ExecStatus.COMMAND_OK
 _TUPLES_OK = pq.ExecStatus.TUPLES_OK
 _SELECT = b"SELECT abalance FROM pgbench_accounts WHERE aid = %d"
 _UPDATE = b"UPDATE pgbench_accounts SET abalance = abalance + %d WHERE aid = %d"
+MODES = ("write", "read", "ledger")
 
 
 @dataclass(frozen=True)
@@ -75,13 +83,21 @@ class WorkloadOptions:
     rate: float | None = None
     # "write": BEGIN; UPDATE pgbench_accounts ...; COMMIT (the lab's workload).
     # "read": one SELECT of an account, for read paths through replicas.
+    # "ledger": BEGIN; INSERT a unique row into the ledger ...; COMMIT, auditable
+    # afterwards (pytest_pgha.workload.ledger).
     mode: str = "write"
+    # The ledger's trial: every row a ledger workload writes carries it.
+    trial: int = 0
+    # Settings the application sets in each transaction (SET LOCAL, sent with BEGIN in
+    # one round trip, so that they survive transaction pooling), e.g.
+    # {"synchronous_commit": "local"}.
+    session_settings: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.workers <= 256:
             raise PghaConfigError.invalid("workers", self.workers, "use 1..256 workers")
-        if self.mode not in ("write", "read"):
-            raise PghaConfigError.invalid("mode", self.mode, "use 'write' or 'read'")
+        if self.mode not in MODES:
+            raise PghaConfigError.invalid("mode", self.mode, f"use one of {', '.join(MODES)}")
         if self.rate is not None and self.rate <= 0:
             raise PghaConfigError.invalid("rate", self.rate, "use a positive rate or None")
 
@@ -113,6 +129,11 @@ class _Worker:
         self._naccounts = ACCOUNTS_PER_SCALE * options.scale
         self._interval = options.workers / options.rate if options.rate else 0.0
         self._writes = options.mode == "write"
+        self.ledger: LedgerTrail | None = (
+            LedgerTrail(options.trial, client_id, options.session_settings)
+            if options.mode == "ledger"
+            else None
+        )
 
     def run(self) -> None:
         conn: psycopg.Connection[Any] | None = None
@@ -127,7 +148,7 @@ class _Worker:
                     last_failed = True
                     self.stop.wait(self.options.retry_backoff_s)
                     continue
-            failed = self._transaction(conn.pgconn) if self._writes else self._read(conn.pgconn)
+            failed = self._attempt(conn.pgconn)
             if failed:
                 conn.close()
                 conn = None
@@ -137,6 +158,13 @@ class _Worker:
             last_failed = failed
         if conn is not None:
             conn.close()
+
+    def _attempt(self, pgconn: pq.abc.PGconn) -> bool:
+        if self._writes:
+            return self._transaction(pgconn)
+        if self.ledger is not None:
+            return self._ledger_transaction(pgconn, self.ledger)
+        return self._read(pgconn)
 
     def _pace(self, next_at: float) -> float:
         delay = next_at - time.monotonic()
@@ -153,6 +181,8 @@ class _Worker:
             self.rows.append((start, end, Outcome.CONNECT_FAILED.value, error.sqlstate, True))
             return None
         self.socket_fd = conn.pgconn.socket
+        if self.ledger is not None:
+            self.ledger.connected(conn.pgconn)
         return conn
 
     def _transaction(self, pgconn: pq.abc.PGconn) -> bool:
@@ -184,6 +214,37 @@ class _Worker:
         except psycopg.Error:
             sqlstate = None
         self.in_flight_since_ns = 0
+        return self._failed(start_ns // 1000, stage, sqlstate, pgconn)
+
+    def _ledger_transaction(self, pgconn: pq.abc.PGconn, ledger: LedgerTrail) -> bool:
+        """BEGIN; INSERT one row with a unique key RETURNING its xid, an LSN and the
+        server's port; COMMIT: three round trips, as the write workload's."""
+        exec_ = pgconn.exec_
+        insert = ledger.next_insert()
+        txn_no = len(self.rows)
+        start_ns = time.time_ns()
+        self.in_flight_since_ns = start_ns
+        stage = "begin"
+        try:
+            result = exec_(ledger.begin)
+            if result.status == _COMMAND_OK:
+                stage = "update"
+                result = exec_(insert)
+                if result.status == _TUPLES_OK:
+                    ledger.returned(txn_no, result)
+                    stage = "commit"
+                    result = exec_(b"COMMIT")
+                    if result.status == _COMMAND_OK:
+                        self.in_flight_since_ns = 0
+                        end_us = time.time_ns() // 1000
+                        self.rows.append((start_ns // 1000, end_us, "ok", None, False))
+                        self.last_ok[self.client_id] = end_us
+                        return False
+            sqlstate = result.error_field(pq.DiagnosticField.SQLSTATE)
+        except psycopg.Error:
+            sqlstate = None
+        self.in_flight_since_ns = 0
+        ledger.attempted(txn_no)
         return self._failed(start_ns // 1000, stage, sqlstate, pgconn)
 
     def _read(self, pgconn: pq.abc.PGconn) -> bool:
@@ -288,6 +349,15 @@ class ThreadedWorkload:
     def records(self) -> list[TxRecord]:
         return _merge(self.rows())
 
+    def ledger(self) -> list[tuple[int, list[LedgerRow], list[SessionInfo]]]:
+        """Per worker: its ledger rows and the sessions they ran in (empty unless the
+        mode is "ledger")."""
+        return [
+            (w.client_id, w.ledger.rows, w.ledger.sessions)
+            for w in self._workers
+            if w.ledger is not None
+        ]
+
     def reconnects(self) -> int:
         return sum(w.reconnects for w in self._workers)
 
@@ -323,6 +393,8 @@ class WorkloadReport:
     lag: list[tuple[str, int, int]]  # its heartbeat: (source, monotonic ns, lateness ns)
     cpu_s: float
     reconnects: int
+    # (client id, its ledger rows, its sessions) when the mode is "ledger".
+    ledger: list[tuple[int, list[LedgerRow], list[SessionInfo]]]
 
 
 STARTUP_TIMEOUT_S = 30.0
@@ -460,6 +532,14 @@ class WorkloadDriver:
     def records(self) -> list[TxRecord]:
         return _merge(pair for report in self._reports() for pair in report.rows)
 
+    def ledger_entries(self) -> list[LedgerEntry]:
+        """Every ledger transaction with its key, xid, LSN and server, in the order the
+        records are (mode "ledger")."""
+        records = self.records()
+        return ledger_entries(
+            records, [item for report in self._reports() for item in report.ledger]
+        )
+
     def ok_count(self) -> int:
         return sum(
             1 for r in self._reports() for _, rows in r.rows for row in rows if row[2] == "ok"
@@ -516,6 +596,7 @@ def workload_process(
                 meter.samples(),
                 usage.ru_utime + usage.ru_stime,
                 workload.reconnects(),
+                workload.ledger(),
             )
         )
     results.close()

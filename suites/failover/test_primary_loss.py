@@ -44,9 +44,9 @@ def test_unplanned_primary_loss(
     # measure starts from the healed stack of the first).
     assert topology.timeline == result.old_timeline + 1
     # The remaining standby follows the new primary on its timeline.
-    followers = [n for n in pgha_cluster.replicas if n.running()]
     assert len(topology.streaming()) == 1, "\n".join(
-        f"{n.name} does not stream; its log:\n{n.logs(lines=40)}" for n in followers
+        f"{n.name} (running: {n.running()}) does not stream; its log:\n{n.logs(lines=60)}"
+        for n in pgha_cluster.replicas
     )
     metrics = result.metrics
     assert metrics.total_ok_pre_inject > 0 and metrics.ok_post_inject > 0
