@@ -36,6 +36,10 @@ class Cluster:
         _check_setting_names(spec.settings, template.setting_names, self.binaries.version)
         self.nodes: list[Node] = []
         self.primary: Node
+        # synchronous_standby_names as the cluster means it now (set_synchronous and
+        # an HA manager's promotion change it); an HA manager carries it to the node it
+        # promotes.
+        self.sync_mode: SyncMode = spec.sync_mode()
         self._ports: list[int] = []
         # Reads the nodes this cluster launched; an observer can also wrap nodes that
         # something else started (an HA manager's, an existing cluster's).
@@ -145,6 +149,10 @@ class Cluster:
         for node in down:
             node.rejoin(self.primary, timeout=timeout)
         self.wait_streaming(self.replicas, timeout=timeout)
+        if down and self.sync_mode.enabled:
+            # An HA manager carried synchronous replication over the nodes it had; with
+            # everyone back, every listed standby counts again.
+            self.set_synchronous(self.sync_mode.to_guc(), timeout=timeout)
         return [node.name for node in down]
 
     def multi_host_dsn(
@@ -223,14 +231,18 @@ class Cluster:
             timeout=timeout,
             what="synchronous_standby_names to take effect",
         )
+        self.sync_mode = mode
         if not mode.enabled:
             return self.topology()
+        # The walsenders count as synchronous first, then the LSN is taken: a commit
+        # acknowledged before the backends began to wait lies before it, so once the
+        # standbys have it every acknowledged commit is on them (Patroni's order).
+        self.wait_synchronous(mode, timeout)
         lsn = lsn_to_int(primary.value("SELECT pg_current_wal_insert_lsn()")) or 0
         level = synchronous_commit or str(primary.value("SHOW synchronous_commit"))
         kind = {"remote_apply": "replay", "remote_write": "write"}.get(level, "flush")
         listed = [self.node(n) for n in mode.standbys]
         self.observer.wait_for_count(lsn, listed, mode.count, kind, timeout)
-        self.wait_synchronous(mode, timeout)
         return self.topology()
 
     def __enter__(self) -> Cluster:

@@ -7,10 +7,10 @@ import contextlib
 import shutil
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -45,6 +45,19 @@ SIGNAL_NAMES = {
     "quit": signal.SIGQUIT,
     "hup": signal.SIGHUP,
 }
+
+
+class ReplicationPath(Protocol):
+    """Something on a standby's replication connection that faults can act on."""
+
+    def route(self, upstream: Node) -> tuple[str, int]:
+        """Forward to upstream from now on; return where the standby connects."""
+
+    def cut(self) -> None:
+        """Drop every byte either way, connections left open (a partition)."""
+
+    def mend(self) -> None:
+        """Undo cut()."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +101,9 @@ class Node:
         self.log_path = datadir.parent / f"{name}.log"
         self._process: ManagedProcess | None = None
         self.upstream: Node | None = None
-        # How this node, as a standby, reaches an upstream: its (host, port), or where
-        # something in between listens (a fault proxy on the replication path).
-        self.replication_route: Callable[[Node], tuple[str, int]] | None = None
+        # What lies between this node, as a standby, and its upstream: None for a
+        # direct connection, or a fault proxy (pytest_pgha.faults.toxiproxy).
+        self.replication_path: ReplicationPath | None = None
         self._kept: psycopg.Connection[Any] | None = None
         self._kept_lock = threading.Lock()
 
@@ -274,6 +287,15 @@ class Node:
         self.transport.kill(doomed, signal.SIGKILL)
         return len(doomed)
 
+    def restart_after_crash(self, timeout: float = 60.0) -> None:
+        """Start again in place after crash(): once every process of the old postmaster
+        is gone (a survivor would hold the shared memory), crash recovery replays the
+        WAL and the node serves with what it had flushed."""
+        if self._process is not None:
+            self._process.wait(10.0)
+        kill_inside(self.datadir)
+        self.start(timeout)
+
     def fence(self) -> int:
         """STONITH: SIGKILL the postmaster and every process under it, frozen or not
         (SIGKILL reaches stopped processes too). An HA manager does this before it
@@ -347,8 +369,8 @@ class Node:
         )
 
     def replica_settings(self, upstream: Node) -> dict[str, str]:
-        route = self.replication_route
-        host, port = route(upstream) if route else (upstream.host, upstream.port)
+        path = self.replication_path
+        host, port = path.route(upstream) if path else (upstream.host, upstream.port)
         conninfo = make_conninfo(
             host=host,
             port=str(port),

@@ -37,7 +37,32 @@ def kill_primary(cluster: Cluster, timeline: Timeline) -> Event:
     victims = node.processes()
     event = timeline.record(INJECT, fault="kill_primary", node=node.name, pid=node.pid)
     node.crash(victims)
+    cut = cut_paths_from(cluster, node)
+    if cut:
+        timeline.record("replication_cut", standbys=cut)
     return event
+
+
+def cut_paths_from(cluster: Cluster, upstream: Node) -> list[str]:
+    """A crashed host takes its network with it: the WAL still in flight to its
+    standbys never arrives. (A killed process alone does not: its kernel still sends
+    what the socket holds.) Only where a replication path can be cut (a fault proxy
+    on it); returns the standbys cut off."""
+    cut = []
+    for node in cluster.nodes:
+        if node.upstream is upstream and node.replication_path is not None:
+            node.replication_path.cut()
+            cut.append(node.name)
+    return cut
+
+
+def mend_paths_from(cluster: Cluster, upstream: Node) -> list[str]:
+    mended = []
+    for node in cluster.nodes:
+        if node.upstream is upstream and node.replication_path is not None:
+            node.replication_path.mend()
+            mended.append(node.name)
+    return mended
 
 
 def freeze_primary(cluster: Cluster, timeline: Timeline) -> Event:

@@ -17,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_pgha.cluster.node import Node
 from pytest_pgha.errors import PghaError
 from pytest_pgha.poll import wait_until
 from pytest_pgha.sandbox.context import SandboxContext
@@ -160,9 +161,11 @@ class Link:
 
     def retarget(self, host: str, port: int) -> None:
         """Forward to another upstream (toxiproxy restarts the proxy: open
-        connections through it close)."""
+        connections through it close). A cut does not follow: the new upstream is
+        another host."""
         if (host, port) == self.upstream:
             return
+        self.mend()
         self.server.api("POST", f"/proxies/{self.name}", {"upstream": f"{host}:{port}"})
         self.upstream = (host, port)
 
@@ -209,6 +212,28 @@ class Link:
     def clear(self) -> None:
         for toxic in list(self.toxics):
             self.remove_toxic(toxic)
+
+    # -- as a node's replication path (pytest_pgha.cluster.node.ReplicationPath) -----
+    def route(self, upstream: Node) -> tuple[str, int]:
+        self.retarget(upstream.host, upstream.port)
+        return self.address
+
+    def cut(self) -> None:
+        """A blackhole both ways (timeout toxics of 0: data dropped, connections kept
+        open, as a partition looks). Data already inside the link, delayed by a
+        latency toxic, is dropped too: what was in flight when a host died."""
+        for stream in ("downstream", "upstream"):
+            if f"cut_{stream}" not in self.toxics:
+                self.add_toxic("timeout", stream=stream, name=f"cut_{stream}", timeout=0)
+
+    def mend(self) -> None:
+        for stream in ("downstream", "upstream"):
+            if f"cut_{stream}" in self.toxics:
+                self.remove_toxic(f"cut_{stream}")
+
+    @property
+    def is_cut(self) -> bool:
+        return "cut_downstream" in self.toxics
 
     def set_enabled(self, enabled: bool) -> None:
         """Disabled, the link refuses connections and closes the open ones: a cut."""

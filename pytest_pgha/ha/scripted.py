@@ -11,6 +11,7 @@ from pytest_pgha import timeline as phase
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.cluster.probe import postmaster_answers
+from pytest_pgha.cluster.spec import SyncMode
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.ha.base import DetectPolicy, RewirePath
 from pytest_pgha.lag import prioritise
@@ -24,6 +25,30 @@ from pytest_pgha.timeline import Event, Timeline
 RECEIVERS_POLL_S = 0.005
 RECEIVERS_STOP_TIMEOUT_S = 1.0
 STREAMING_RECEIVERS_SQL = "SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'"
+
+
+def quorum_needed(mode: SyncMode) -> int:
+    """How many of the listed standbys a failover must hear from to be sure that one of
+    them has every acknowledged commit: m-n+1 under ANY n (m). Under FIRST n the same:
+    which n of the m were synchronous depends on which were connected, so any n may
+    have been. None under asynchronous replication, which promises nothing."""
+    if not mode.enabled:
+        return 0
+    return len(mode.standbys) - mode.count + 1
+
+
+def carried_sync_mode(mode: SyncMode, candidates: list[str]) -> SyncMode:
+    """synchronous_standby_names for a newly promoted node: the same method and count
+    over the standbys it can have now (candidates). With none left it replicates
+    asynchronously until one rejoins, as Patroni's synchronous_mode (not strict) does:
+    otherwise every commit would wait forever."""
+    if not mode.enabled or not candidates:
+        return SyncMode("off")
+    return SyncMode(mode.method, min(mode.count, len(candidates)), tuple(candidates))
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 class ScriptedHA:
@@ -106,7 +131,8 @@ class ScriptedHA:
             # hanging on it.
             self.timeline.record(phase.FENCE, node=old.name, killed=old.fence())
         new = self._decide(exclude=old)
-        self.timeline.record(phase.PROMOTE_START, node=new.name)
+        carried = self._carry_synchronous(new, old)
+        self.timeline.record(phase.PROMOTE_START, node=new.name, synchronous=carried)
         self.cluster.promote(new, kept=True)
         self.timeline.record(phase.PROMOTE_DONE, node=new.name)
         self._rewire(new)
@@ -143,6 +169,7 @@ class ScriptedHA:
         positions = self._positions(exclude)
         if not positions:
             raise ClusterError("no standby left to promote")
+        self._check_quorum(positions)
         chosen = max(positions, key=lambda name: positions[name])
         self.timeline.record(
             phase.DECIDE,
@@ -150,6 +177,39 @@ class ScriptedHA:
             lsns={n: [f"{a:X}", f"{b:X}"] for n, (a, b) in positions.items()},
         )
         return self.cluster.node(chosen)
+
+    def _check_quorum(self, positions: dict[str, tuple[int, int]]) -> None:
+        """Under ANY n (m standbys) a commit was acknowledged once n of them had it: only
+        m-n+1 of them surely include one that has every acknowledged commit."""
+        needed = quorum_needed(self.cluster.sync_mode)
+        heard = [name for name in positions if name in self.cluster.sync_mode.standbys]
+        if len(heard) < needed:
+            raise ClusterError(
+                f"under {self.cluster.sync_mode.to_guc()!r} a failover must hear from "
+                f"{needed} of the listed standbys to be sure one has every acknowledged "
+                f"commit; only {sorted(heard)} answered: refusing to promote"
+            )
+
+    def _carry_synchronous(self, new: Node, old: Node) -> str:
+        """The cluster's synchronous replication, kept across the failover: the node
+        about to be promoted gets synchronous_standby_names over the other running
+        nodes before it accepts writes, so that its first commits already wait for a
+        standby (without it, a synchronous cluster silently turns asynchronous). The
+        cluster keeps the mode over all nodes: heal() restores it once the lost
+        primary rejoins."""
+        wanted = self.cluster.sync_mode
+        if not wanted.enabled:
+            return ""
+        others = [n.name for n in self.cluster.nodes if n not in (new, old) and n.running()]
+        mode = carried_sync_mode(wanted, others)
+        new.value(
+            f"ALTER SYSTEM SET synchronous_standby_names = {quote_literal(mode.to_guc())}",
+            kept=True,
+        )
+        new.value("SELECT pg_reload_conf()", kept=True)
+        every_other = [n.name for n in self.cluster.nodes if n is not new]
+        self.cluster.sync_mode = SyncMode(wanted.method, wanted.count, tuple(every_other))
+        return mode.to_guc()
 
     def _candidates(self, exclude: Node) -> list[Node]:
         return [n for n in self.cluster.nodes if n is not exclude and n.running()]

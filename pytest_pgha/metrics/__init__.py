@@ -3,6 +3,7 @@ the package fills the metric catalog with every built-in metric."""
 
 from pytest_pgha.metrics.buckets import Bucket, post_inject_buckets, pre_inject_buckets
 from pytest_pgha.metrics.catalog import CATALOG, Metric, MetricCatalog, register_metric
+from pytest_pgha.metrics.durability import DurabilityFigures, Verdict, resolve
 from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metrics
 from pytest_pgha.metrics.reads import read_path_metrics
 from pytest_pgha.metrics.restart import ProbeReport, summarise
@@ -12,15 +13,18 @@ __all__ = [
     "CATALOG",
     "COMMIT_TIMES_SQL",
     "Bucket",
+    "DurabilityFigures",
     "FailoverMetrics",
     "Metric",
     "MetricCatalog",
     "ProbeReport",
+    "Verdict",
     "compute_failover_metrics",
     "largest_commit_gap_ms",
     "post_inject_buckets",
     "pre_inject_buckets",
     "read_path_metrics",
     "register_metric",
+    "resolve",
     "summarise",
 ]

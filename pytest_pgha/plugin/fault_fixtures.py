@@ -8,7 +8,7 @@ replication path of every node of the test's cluster.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 
 import pytest
 
@@ -50,25 +50,17 @@ def pgha_replication_links(
         for node in pgha_cluster.nodes
     }
     for node in pgha_cluster.nodes:
-        node.replication_route = _route_through(links[node.name])
+        node.replication_path = links[node.name]
     _repoint_standbys(pgha_cluster)
     try:
         yield links
     finally:
         for node in pgha_cluster.nodes:
-            node.replication_route = None
+            node.replication_path = None
         if all(node.running() for node in pgha_cluster.nodes):
             _repoint_standbys(pgha_cluster)
         for link in links.values():
             pgha_toxiproxy.remove_link(link.name)
-
-
-def _route_through(link: Link) -> Callable[[Node], tuple[str, int]]:
-    def route(upstream: Node) -> tuple[str, int]:
-        link.retarget(upstream.host, upstream.port)
-        return link.address
-
-    return route
 
 
 SENDER_PORT_SQL = "SELECT sender_port FROM pg_stat_wal_receiver WHERE status = 'streaming'"
@@ -82,8 +74,8 @@ def _repoint_standbys(cluster: Cluster) -> None:
         if upstream is None or not node.running():
             continue
         node.follow(upstream)
-        route = node.replication_route
-        port = route(upstream)[1] if route else upstream.port
+        path = node.replication_path
+        port = path.route(upstream)[1] if path else upstream.port
         _await_sender_port(node, port)
 
 

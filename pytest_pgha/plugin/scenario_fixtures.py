@@ -20,6 +20,7 @@ from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.plugin import options as pgha_config
 from pytest_pgha.plugin.recording import record_trial
 from pytest_pgha.proxies.base import Proxy
+from pytest_pgha.scenarios.durability import DurabilityPlan, DurabilityResult, run_durability
 from pytest_pgha.scenarios.failover import RunnerTooBusyError, TrialPlan, TrialResult, run_failover
 from pytest_pgha.scenarios.protocol import plan_from
 from pytest_pgha.scenarios.replica_loss import ReplicaLossPlan, ReplicaLossResult, run_replica_loss
@@ -34,7 +35,8 @@ def pgha_stack(pgha_cluster: Cluster, pgha_proxy: Proxy) -> Stack:
 
 
 class ScenarioRunner:
-    """Runs failover, restart-window and replica-loss scenarios on the test's stack."""
+    """Runs failover, restart-window, replica-loss and durability scenarios on the
+    test's stack."""
 
     def __init__(self, request: pytest.FixtureRequest, stack: Stack) -> None:
         self.request = request
@@ -80,6 +82,18 @@ class ScenarioRunner:
             pytest.skip(f"{self.stack.proxy.kind} has no read path in this configuration")
         self._heal_what_an_earlier_trial_broke()
         result = run_replica_loss(self.stack, plan)
+        record_trial(self.request, self.stack, result)
+        return result
+
+    def durability(self, **options: Any) -> DurabilityResult:
+        """Run the ledger workload, break commits with a fault (and fail over, or
+        recover in place), then give every transaction a verdict: lost, phantom,
+        committed, aborted, unknown. Options: the fields of
+        pytest_pgha.scenarios.durability.DurabilityPlan (README: "Durability")."""
+        bucket_ms = pgha_config.options(self.request.config).bucket_ms
+        plan = plan_from(DurabilityPlan, "durability", {"bucket_ms": bucket_ms, **options})
+        self._heal_what_an_earlier_trial_broke()
+        result = run_durability(self.stack, plan)
         record_trial(self.request, self.stack, result)
         return result
 

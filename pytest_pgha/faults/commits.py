@@ -1,0 +1,281 @@
+"""Faults that break commits, for durability trials: each acts on a running stack,
+records what it did on the timeline, and returns the event that is time zero (the
+moment the primary was lost, or the last break). Whether the HA manager then fails
+over is the fault's `fails_over`.
+
+Commits waiting for a synchronous standby are made by holding the standbys: their
+replication path cut where a fault proxy is on it, else the standbys frozen (SIGSTOP:
+their connections stay open, so the primary keeps waiting, as for a hung host).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pytest_pgha.cluster.cluster import Cluster
+from pytest_pgha.cluster.node import Node
+from pytest_pgha.errors import ClusterError, PghaConfigError
+from pytest_pgha.faults.inject import kill_primary, mend_paths_from, stop_primary
+from pytest_pgha.timeline import INJECT, Event, Timeline
+
+WAITERS_SQL = (
+    "SELECT pid FROM pg_stat_activity"
+    " WHERE wait_event = 'SyncRep' AND backend_type = 'client backend'"
+)
+WAITERS_TIMEOUT_S = 10.0
+# How long the waits pile up before they are broken: every worker is then waiting.
+PILE_UP_S = 0.15
+
+
+@dataclass(frozen=True)
+class FaultOptions:
+    """What a durability fault may be told: rounds of a repeated break, and the
+    standby a synchronous-replication change names."""
+
+    rounds: int = 1
+    standby: str | None = None
+
+
+FaultAction = Callable[[Cluster, Timeline, FaultOptions], Event]
+
+
+@dataclass(frozen=True)
+class CommitFault:
+    name: str
+    action: FaultAction
+    fails_over: bool
+    planned: bool = False
+    needs_sync: bool = False
+    meaning: str = ""
+
+
+def _crash_restart(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+    event = kill_primary(cluster, timeline)
+    primary = cluster.primary
+    primary.restart_after_crash()
+    timeline.record("restarted", node=primary.name, mended=mend_paths_from(cluster, primary))
+    return event
+
+
+def _kill(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+    return kill_primary(cluster, timeline)
+
+
+def _stop(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+    return stop_primary(cluster, timeline)
+
+
+def _none(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+    return timeline.record(INJECT, fault="none", node=cluster.primary.name)
+
+
+def sync_standbys(cluster: Cluster) -> list[Node]:
+    mode = cluster.sync_mode
+    if not mode.enabled:
+        raise PghaConfigError.invalid(
+            "fault",
+            "a synchronous-replication fault",
+            "the cluster replicates asynchronously: use a cluster with synchronous=...",
+        )
+    return [cluster.node(name) for name in mode.standbys if cluster.node(name).running()]
+
+
+def waiting_pids(primary: Node) -> list[int]:
+    return [int(row[0]) for row in primary.sql(WAITERS_SQL)]
+
+
+@dataclass
+class HeldStandbys:
+    """Synchronous standbys kept from acknowledging: cut off on their replication
+    path where it has a fault proxy (the WAL never arrives), frozen otherwise (their
+    kernel still receives it, so a thawed standby catches up)."""
+
+    cut: list[Node]
+    frozen: list[Node]
+
+    def release(self, timeline: Timeline) -> None:
+        for node in self.cut:
+            assert node.replication_path is not None
+            node.replication_path.mend()
+        for node in self.frozen:
+            node.thaw()
+        timeline.record("standbys_released", nodes=[n.name for n in self.cut + self.frozen])
+
+
+def hold_sync_standbys(cluster: Cluster, timeline: Timeline) -> HeldStandbys:
+    standbys = sync_standbys(cluster)
+    held = HeldStandbys(
+        cut=[n for n in standbys if n.replication_path is not None],
+        frozen=[n for n in standbys if n.replication_path is None],
+    )
+    for node in held.cut:
+        assert node.replication_path is not None
+        node.replication_path.cut()
+    for node in held.frozen:
+        node.freeze()
+    timeline.record(
+        "standbys_held", cut=[n.name for n in held.cut], frozen=[n.name for n in held.frozen]
+    )
+    return held
+
+
+def waiting_xids(primary: Node, pids: list[int]) -> list[str]:
+    rows = primary.sql(
+        "SELECT backend_xid::text FROM pg_stat_activity"
+        " WHERE pid = ANY(%s) AND wait_event = 'SyncRep' AND backend_xid IS NOT NULL",
+        [pids],
+    )
+    return [str(row[0]) for row in rows]
+
+
+def still_waiting(primary: Node, xids: list[str]) -> bool:
+    return bool(
+        primary.value(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE backend_xid::text = ANY(%s) AND wait_event = 'SyncRep'",
+            [xids],
+        )
+    )
+
+
+def pile_up_waiters(cluster: Cluster, timeline: Timeline) -> tuple[HeldStandbys, list[int]]:
+    """Hold the synchronous standbys and wait until commits wait for them."""
+    held = hold_sync_standbys(cluster, timeline)
+    deadline = time.monotonic() + WAITERS_TIMEOUT_S
+    pids: list[int] = []
+    while time.monotonic() < deadline:
+        time.sleep(PILE_UP_S)
+        pids = waiting_pids(cluster.primary)
+        if pids:
+            break
+    if not pids:
+        held.release(timeline)
+        raise ClusterError(
+            f"no commit waited for the held synchronous standbys within "
+            f"{WAITERS_TIMEOUT_S:.0f}s: is the workload writing with synchronous_commit on?"
+        )
+    return held, pids
+
+
+def _break_waits(signal_function: str, what: str) -> FaultAction:
+    """Rounds of: hold the synchronous standbys, let commits pile up waiting, break
+    every wait with signal_function, release, let the standbys catch up."""
+
+    def act(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+        event: Event | None = None
+        for round_no in range(options.rounds):
+            held, pids = pile_up_waiters(cluster, timeline)
+            event = timeline.record(INJECT, fault=what, round=round_no, sessions=len(pids))
+            cluster.primary.sql(
+                f"SELECT {signal_function}(pid) FROM unnest(%s::int[]) AS pid", [pids]
+            )
+            held.release(timeline)
+            cluster.wait_for_replay(timeout=30)
+        assert event is not None
+        return event
+
+    return act
+
+
+def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+    """The talk's myth 2: a cancelled wait is acknowledged (COMMIT returns success with
+    a WARNING) though no standby has the commit; then the primary is lost and the
+    frozen standby, thawed, is promoted without it."""
+    held, pids = pile_up_waiters(cluster, timeline)
+    primary = cluster.primary
+    xids = waiting_xids(primary, pids)
+    primary.sql("SELECT pg_cancel_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+    # Until the cancelled commits returned (their sessions go on to the next
+    # transaction, which waits in turn: the xids tell the waits apart).
+    deadline = time.monotonic() + WAITERS_TIMEOUT_S
+    while still_waiting(primary, xids) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    timeline.record("waits_cancelled", sessions=len(pids))
+    event = kill_primary(cluster, timeline)
+    held.release(timeline)
+    return event
+
+
+def _make_synchronous(safe: bool) -> FaultAction:
+    """The talk's myth 4: make an asynchronous standby synchronous, then lose the
+    primary at once. Naive: change synchronous_standby_names and reload; the standby
+    may still trail, and what it lacks was acknowledged. Safe: set_synchronous, which
+    waits until the standby has everything the primary acknowledged."""
+
+    def act(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+        standby = options.standby or cluster.replicas[0].name
+        guc = f"FIRST 1 ({standby})"
+        if safe:
+            cluster.set_synchronous(guc)
+        else:
+            primary = cluster.primary
+            primary.sql(f"ALTER SYSTEM SET synchronous_standby_names = '{guc}'")
+            primary.sql("SELECT pg_reload_conf()")
+            deadline = time.monotonic() + 10
+            while primary.value("SHOW synchronous_standby_names") != guc:
+                if time.monotonic() > deadline:
+                    raise ClusterError("synchronous_standby_names did not take effect in 10s")
+                time.sleep(0.005)
+        timeline.record("made_synchronous", standby=standby, safe=safe)
+        return kill_primary(cluster, timeline)
+
+    return act
+
+
+COMMIT_FAULTS: dict[str, CommitFault] = {
+    fault.name: fault
+    for fault in (
+        CommitFault("none", _none, fails_over=False, meaning="no fault: the baseline"),
+        CommitFault(
+            "kill_primary", _kill, fails_over=True, meaning="SIGKILL of the primary, failover"
+        ),
+        CommitFault(
+            "crash_restart",
+            _crash_restart,
+            fails_over=False,
+            meaning="SIGKILL of the primary, crash recovery in place",
+        ),
+        CommitFault(
+            "stop_primary",
+            _stop,
+            fails_over=True,
+            planned=True,
+            meaning="fast shutdown of the primary, switchover",
+        ),
+        CommitFault(
+            "terminate_sync_waits",
+            _break_waits("pg_terminate_backend", "terminate_sync_waits"),
+            fails_over=False,
+            needs_sync=True,
+            meaning="backends terminated while their COMMIT waits for a synchronous standby",
+        ),
+        CommitFault(
+            "cancel_sync_waits",
+            _break_waits("pg_cancel_backend", "cancel_sync_waits"),
+            fails_over=False,
+            needs_sync=True,
+            meaning="queries cancelled while their COMMIT waits for a synchronous standby",
+        ),
+        CommitFault(
+            "cancel_sync_waits_then_fail_over",
+            _cancel_then_fail_over,
+            fails_over=True,
+            needs_sync=True,
+            meaning="cancelled waits acknowledged, then the primary lost and a standby promoted",
+        ),
+        CommitFault(
+            "make_synchronous_naive_then_kill",
+            _make_synchronous(safe=False),
+            fails_over=True,
+            meaning="synchronous_standby_names changed and reloaded, primary killed at once",
+        ),
+        CommitFault(
+            "make_synchronous_safe_then_kill",
+            _make_synchronous(safe=True),
+            fails_over=True,
+            meaning="set_synchronous (waits for the standby to catch up), then the kill",
+        ),
+    )
+}
