@@ -36,6 +36,9 @@ class FaultOptions:
 
     rounds: int = 1
     standby: str | None = None
+    # How long a hold_sync_standbys round keeps the standbys from acknowledging (and
+    # a crash_restart waits between rounds).
+    hold_s: float = 0.5
 
 
 FaultAction = Callable[[Cluster, Timeline, FaultOptions], Event]
@@ -52,10 +55,19 @@ class CommitFault:
 
 
 def _crash_restart(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
-    event = kill_primary(cluster, timeline)
-    primary = cluster.primary
-    primary.restart_after_crash()
-    timeline.record("restarted", node=primary.name, mended=mend_paths_from(cluster, primary))
+    """Rounds of: SIGKILL of the primary (its network with it), crash recovery in
+    place, the standbys reconnect and catch up."""
+    event: Event | None = None
+    for _ in range(options.rounds):
+        if event is not None:
+            time.sleep(options.hold_s)  # the workload commits again between kills
+        event = kill_primary(cluster, timeline)
+        primary = cluster.primary
+        primary.restart_after_crash()
+        mended = mend_paths_from(cluster, primary)
+        timeline.record("restarted", node=primary.name, mended=mended)
+        cluster.wait_for_replay(timeout=30)
+    assert event is not None
     return event
 
 
@@ -179,6 +191,22 @@ def _break_waits(signal_function: str, what: str) -> FaultAction:
     return act
 
 
+def _hold(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+    """Rounds of: hold the synchronous standbys for hold_s, then release them. A client
+    whose statement timeout is shorter gives up on its waiting COMMIT and closes the
+    connection: an indeterminate commit, committed locally, that the standbys
+    acknowledge later (still "in progress" while they are held)."""
+    event: Event | None = None
+    for round_no in range(options.rounds):
+        held = hold_sync_standbys(cluster, timeline)
+        event = timeline.record(INJECT, fault="hold_sync_standbys", round=round_no)
+        time.sleep(options.hold_s)
+        held.release(timeline)
+        cluster.wait_for_replay(timeout=30)
+    assert event is not None
+    return event
+
+
 def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
     """The talk's myth 2: a cancelled wait is acknowledged (COMMIT returns success with
     a WARNING) though no standby has the commit; then the primary is lost and the
@@ -257,6 +285,13 @@ COMMIT_FAULTS: dict[str, CommitFault] = {
             fails_over=False,
             needs_sync=True,
             meaning="queries cancelled while their COMMIT waits for a synchronous standby",
+        ),
+        CommitFault(
+            "hold_sync_standbys",
+            _hold,
+            fails_over=False,
+            needs_sync=True,
+            meaning="synchronous standbys unreachable for hold_s; clients may give up",
         ),
         CommitFault(
             "cancel_sync_waits_then_fail_over",

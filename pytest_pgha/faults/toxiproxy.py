@@ -215,7 +215,11 @@ class Link:
 
     # -- as a node's replication path (pytest_pgha.cluster.node.ReplicationPath) -----
     def route(self, upstream: Node) -> tuple[str, int]:
+        """A standby (re)configured to stream from upstream: a cut left from an earlier
+        role of the node (a standby cut off when its primary died, promoted since) is
+        stale, whatever the upstream."""
         self.retarget(upstream.host, upstream.port)
+        self.mend()
         return self.address
 
     def cut(self) -> None:

@@ -57,8 +57,12 @@ class DurabilityPlan:
     # Settings the application sets in every transaction, e.g.
     # {"synchronous_commit": "local"}.
     session_settings: Mapping[str, str] = field(default_factory=dict)
-    # Repeated faults (terminate_sync_waits, cancel_sync_waits): how many rounds.
+    # Repeated faults (crash_restart, terminate_sync_waits, cancel_sync_waits,
+    # hold_sync_standbys): how many rounds.
     rounds: int = 1
+    # hold_sync_standbys: how long each round holds the standbys; crash_restart: the
+    # pause between kills.
+    hold_s: float = 0.5
     # The standby a make_synchronous_* fault names (default: the first replica).
     standby: str | None = None
     statement_timeout_s: float | None = 5.0
@@ -85,6 +89,8 @@ class DurabilityPlan:
                 self.session_settings,
                 'give a mapping, e.g. {"synchronous_commit": "local"}',
             )
+        if not 0 <= self.hold_s <= 60:
+            raise PghaConfigError.invalid("hold_s", self.hold_s, "use 0..60 seconds")
         DetectPolicy(delay_s=self.detect_delay_s)  # validates
 
     def parameters(self, proxy_kind: str) -> dict[str, object]:
@@ -191,7 +197,14 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
     """Warm up, break commits, fail over (or recover in place), settle, resolve."""
     fault = COMMIT_FAULTS[plan.fault]
     cluster, proxy, timeline = stack.cluster, stack.proxy, stack.timeline
-    options = FaultOptions(rounds=plan.rounds, standby=plan.standby)
+    options = FaultOptions(rounds=plan.rounds, standby=plan.standby, hold_s=plan.hold_s)
+    if fault.needs_sync and not cluster.sync_mode.enabled:
+        raise PghaConfigError.invalid(
+            "fault",
+            plan.fault,
+            "it breaks commits waiting for a synchronous standby, and this cluster "
+            "replicates asynchronously: use a cluster with synchronous='FIRST 1 (*)'",
+        )
     trial = random.getrandbits(62)
     _prepare_ledger(cluster)
     ha = (

@@ -1,6 +1,7 @@
 """The ledger workload against a real server: every transaction carries its key, xid,
 LSN and server, and the ledger holds exactly what was acknowledged."""
 
+import itertools
 import time
 
 import pytest
@@ -43,7 +44,7 @@ def test_every_acknowledged_ledger_row_is_in_the_table_with_its_xid(pgha_cluster
     for worker in {e.record.client_id for e in entries}:
         mine = sorted((e for e in entries if e.record.client_id == worker), key=lambda e: e.seq)
         assert [e.seq for e in mine] == list(range(1, len(mine) + 1))
-        assert all(a.lsn < b.lsn for a, b in zip(mine, mine[1:], strict=False))
+        assert all(a.lsn < b.lsn for a, b in itertools.pairwise(mine))
     statuses = xact_statuses(primary, [e.xid for e in entries[:50]])
     assert set(statuses.values()) == {"committed"}
     # An xid not handed out yet is "future", not an error that voids the query.

@@ -1,0 +1,117 @@
+"""Is every acknowledged commit still there after the fault? The gate's verdict on
+safe configurations (no loss, over repeated kills) and on unsafe ones (the loss is
+found, every time)."""
+
+import pytest
+
+NO_VIOLATION = {"lost_acked_writes": "== 0", "phantom_writes": "== 0", "unknown_outcomes": "== 0"}
+sync_trio = pytest.mark.parametrize("pgha_cluster", ["sync_trio"], indirect=True)
+sync_pair = pytest.mark.parametrize("pgha_cluster", ["sync_pair"], indirect=True)
+async_pair = pytest.mark.parametrize("pgha_cluster", ["async_pair"], indirect=True)
+direct_only = pytest.mark.parametrize("pgha_proxy_kind", ["direct"], indirect=True)
+KILLS = 3
+
+
+def assert_every_broken_commit_resolved(result):
+    metrics = result.metrics
+    assert metrics.indeterminate_commits == (
+        metrics.indeterminate_committed + metrics.indeterminate_aborted + metrics.unknown_outcomes
+    )
+    assert metrics.acked_writes > 0
+
+
+def assert_loss_found(result):
+    """The loss is reported, and it is real: no node has the lost rows."""
+    metrics = result.metrics
+    assert metrics.lost_acked_writes > 0, "the harness missed a loss this configuration allows"
+    assert metrics.lost_window_ms > 0
+    for view in result.standby_views:
+        assert view.caught_up and view.acked_missing == metrics.lost_acked_writes
+    lost = [r for r in result.violations if r.verdict.value == "lost"]
+    assert len(lost) == metrics.lost_acked_writes
+    assert all(r.entry.timeline == 1 for r in lost)  # acknowledged by the old primary
+
+
+@pytest.mark.slo(**NO_VIOLATION)
+@sync_trio
+def test_synchronous_failover_keeps_every_acknowledged_commit(pgha_scenario, lagging_links, load):
+    """FIRST 1 of 2 standbys, failover to the most advanced one, repeated: the scripted
+    HA carries synchronous replication to each new primary."""
+    for _ in range(KILLS):
+        result = pgha_scenario.durability(fault="kill_primary", **load)
+        assert_every_broken_commit_resolved(result)
+
+
+@pytest.mark.slo(**NO_VIOLATION)
+@direct_only
+@async_pair
+def test_crash_recovery_in_place_keeps_every_acknowledged_commit(
+    pgha_scenario, lagging_links, load
+):
+    """Even asynchronous replication loses nothing when the primary recovers in place:
+    an acknowledged commit was flushed to its own WAL."""
+    result = pgha_scenario.durability(fault="crash_restart", rounds=3, **load)
+    assert_every_broken_commit_resolved(result)
+
+
+@direct_only
+@async_pair
+def test_asynchronous_failover_loses_acknowledged_commits(pgha_scenario, lagging_links, load):
+    """And pg_xact_status would not have noticed: on the new timeline the lost xids
+    belong to other transactions (txid_status_traps)."""
+    result = pgha_scenario.durability(fault="kill_primary", **load)
+    assert_loss_found(result)
+    assert result.metrics.txid_status_traps >= result.metrics.lost_acked_writes
+    trap = next(r for r in result.resolved if r.trap and r.verdict.value == "lost")
+    assert trap.xact_status == "committed" and not trap.present
+
+
+@direct_only
+@sync_pair
+def test_synchronous_commit_local_in_the_application_loses_acknowledged_commits(
+    pgha_scenario, lagging_links, load
+):
+    result = pgha_scenario.durability(
+        fault="kill_primary", session_settings={"synchronous_commit": "local"}, **load
+    )
+    assert_loss_found(result)
+
+
+@direct_only
+@sync_pair
+def test_a_cancelled_synchronous_wait_is_acknowledged_and_then_lost(
+    pgha_scenario, lagging_links, load
+):
+    """COMMIT returned success (with the server's WARNING) though no standby had it;
+    the standby is promoted without those commits."""
+    result = pgha_scenario.durability(fault="cancel_sync_waits_then_fail_over", **load)
+    assert_loss_found(result)
+    cancelled = next(e for e in result.events if e.name == "waits_cancelled")
+    assert result.metrics.lost_acked_writes >= cancelled.detail["sessions"]
+
+
+# A standby trailing by 100 ms (one way): more than the reload takes.
+FAR_BEHIND_MS = 100
+
+
+@direct_only
+@async_pair
+def test_making_a_standby_synchronous_naively_then_failing_over_loses_commits(
+    pgha_scenario, pgha_replication_links, load
+):
+    for link in pgha_replication_links.values():
+        link.latency(FAR_BEHIND_MS)
+    result = pgha_scenario.durability(fault="make_synchronous_naive_then_kill", **load)
+    assert_loss_found(result)
+
+
+@pytest.mark.slo(**NO_VIOLATION)
+@direct_only
+@async_pair
+def test_making_a_standby_synchronous_safely_then_failing_over_loses_nothing(
+    pgha_scenario, pgha_replication_links, load
+):
+    for link in pgha_replication_links.values():
+        link.latency(FAR_BEHIND_MS)
+    result = pgha_scenario.durability(fault="make_synchronous_safe_then_kill", **load)
+    assert_every_broken_commit_resolved(result)
