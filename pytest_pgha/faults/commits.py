@@ -157,10 +157,12 @@ def pile_up_waiters(cluster: Cluster, timeline: Timeline) -> tuple[HeldStandbys,
     held = hold_sync_standbys(cluster, timeline)
     deadline = time.monotonic() + WAITERS_TIMEOUT_S
     pids: list[int] = []
+    # Until the waiters stop growing in number: workers still reconnecting from an
+    # earlier break join a little later.
     while time.monotonic() < deadline:
         time.sleep(PILE_UP_S)
-        pids = waiting_pids(cluster.primary)
-        if pids:
+        before, pids = len(pids), waiting_pids(cluster.primary)
+        if pids and len(pids) == before:
             break
     if not pids:
         held.release(timeline)
