@@ -15,6 +15,7 @@ from pytest_pgha.plugin.slo_fixtures import bounds_for, result_dicts
 from pytest_pgha.report.allure_report import (
     allure_enabled,
     attach_failover_report,
+    attach_file,
     attach_phases,
     attach_text,
     attach_verdicts,
@@ -84,6 +85,22 @@ def _attach(
     request: pytest.FixtureRequest, stack: Stack, result: ScenarioResult, report: dict[str, object]
 ) -> None:
     chart = None
+    series = getattr(result, "chart_series", None)
+    if series is not None:
+        from pytest_pgha.report.chart import render_durability_chart
+
+        points = series()
+        render_durability_chart(
+            points["acked"],
+            points["lost"],
+            points["broken"],
+            list(result.events),
+            inject_us=result.inject.epoch_us,
+            bucket_ms=result.bucket_ms,
+            title=request.node.nodeid,
+            path=stack.cluster.workdir / f"{result.scenario}-commits.png",
+        )
+        attach_file(stack.cluster.workdir / f"{result.scenario}-commits.png", "commits chart")
     if result.records:
         from pytest_pgha.report.chart import render_failover_chart
 
@@ -104,6 +121,8 @@ def _attach(
         chart_path=chart,
         parameters=result.parameters,
     )
+    for name, text in result.attachments().items():
+        attach_text(name, text)
     for node in stack.cluster.nodes:
         attach_text(f"{node.name}.log", node.logs())
     log = stack.proxy.log_path

@@ -279,3 +279,47 @@ def _say(ax: Axes, text: str) -> None:
         fontsize=11,
         color="dimgray",
     )
+
+
+def render_durability_chart(
+    acked_end_us: Sequence[int],
+    lost_end_us: Sequence[int],
+    broken_end_us: Sequence[int],
+    events: Sequence[Event],
+    *,
+    inject_us: int,
+    bucket_ms: int,
+    title: str,
+    path: Path,
+) -> Path:
+    """Acknowledged commits over time, the lost ones and the broken ones marked, against
+    the fault and the HA manager's phases (PNG at path)."""
+    fig = Figure(figsize=(13, 5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots(1, 1)
+    bucket_us = bucket_ms * 1000
+    ax.set_ylabel(f"commits / {bucket_ms} ms")
+    ax.set_xlabel("seconds relative to inject")
+    for values, label, colour in (
+        (acked_end_us, "acknowledged", "tab:blue"),
+        (broken_end_us, "connection broke in COMMIT", "tab:orange"),
+        (lost_end_us, "acknowledged, then LOST", "tab:red"),
+    ):
+        if not values:
+            continue
+        index = (np.asarray(values, dtype=np.int64) - inject_us) // bucket_us
+        first = int(index.min())
+        counts = np.bincount(index - first)
+        edges = (np.arange(len(counts) + 1, dtype=np.float64) + first) * (bucket_us / 1e6)
+        fill = label == "acknowledged"
+        ax.stairs(counts, edges, fill=fill, alpha=0.5 if fill else 1.0, color=colour, label=label)
+    if lost_end_us:
+        xs = [(t - inject_us) / 1e6 for t in lost_end_us]
+        ax.plot(xs, [0] * len(xs), "|", color="tab:red", markersize=14)
+    if not (acked_end_us or lost_end_us or broken_end_us):
+        _say(ax, "no transactions")
+    _draw_events([ax], events, inject_us)
+    fig.suptitle(title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path

@@ -5,6 +5,7 @@ transaction gets a verdict from the rows the primary holds now
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Mapping
@@ -35,8 +36,9 @@ from pytest_pgha.scenarios.protocol import check_load, check_window, short_repr
 from pytest_pgha.scenarios.stack import Stack
 from pytest_pgha.timeline import Event
 from pytest_pgha.workload.driver import WorkloadDriver, WorkloadOptions
+from pytest_pgha.workload.jepsen import jepsen_history
 from pytest_pgha.workload.ledger import LedgerEntry, create_ledger, ledger_keys, xact_statuses
-from pytest_pgha.workload.records import TxRecord
+from pytest_pgha.workload.records import Outcome, TxRecord
 
 # The most transactions of each kind a report lists one by one.
 LISTED = 200
@@ -139,6 +141,7 @@ class DurabilityResult:
     figures: DurabilityFigures
     write_side: FailoverMetrics
     judged_on: str
+    present: set[tuple[int, int]]
     standby_views: list[StandbyView]
     harness_lag: LagSummary
     workload_lag: LagSummary
@@ -187,6 +190,25 @@ class DurabilityResult:
             "standby_views": [v.to_json() for v in self.standby_views],
             "harness_lag": self.harness_lag.to_json(),
             "workload_lag": self.workload_lag.to_json(),
+        }
+
+    def attachments(self) -> dict[str, str]:
+        listed = self.violations + self.of_verdict(Verdict.UNKNOWN)
+        return {
+            "verdicts.json": json.dumps(verdict_counts(self.resolved), indent=2),
+            "lost, phantom and unknown transactions.json": json.dumps(
+                [r.to_json() for r in listed], indent=2
+            ),
+            "ledger.log": "\n".join(e.to_line() for e in self.entries) + "\n",
+            "history.edn (Jepsen set workload)": jepsen_history(self.entries, self.present),
+        }
+
+    def chart_series(self) -> dict[str, list[int]]:
+        """End times (µs) of the acknowledged, lost and broken commits, for the chart."""
+        return {
+            "acked": [e.record.end_us for e in self.entries if e.outcome is Outcome.OK],
+            "lost": [r.entry.record.end_us for r in self.of_verdict(Verdict.LOST)],
+            "broken": [e.record.end_us for e in self.entries if e.outcome is Outcome.INDETERMINATE],
         }
 
     def __repr__(self) -> str:
@@ -250,7 +272,7 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
         if ha is not None:
             ha.close()
     entries = driver.ledger_entries()
-    resolved, judged_on = resolve_on_primary(cluster, trial, entries)
+    resolved, judged_on, present = resolve_on_primary(cluster, trial, entries)
     views = standby_views(cluster, trial, entries, plan.catch_up_timeout_s)
     records = [e.record for e in entries]
     write_side = compute_failover_metrics(
@@ -272,6 +294,7 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
         figures=figures(resolved, inject_us=inject.epoch_us),
         write_side=write_side,
         judged_on=judged_on,
+        present=present,
         standby_views=views,
         harness_lag=timeline.lag.summary(window_start_ns, window_end_ns),
         workload_lag=driver.lag(window_start_ns, window_end_ns),
@@ -295,14 +318,14 @@ def _await_workers(driver: WorkloadDriver, plan: DurabilityPlan, since_us: int) 
 
 def resolve_on_primary(
     cluster: Cluster, trial: int, entries: list[LedgerEntry]
-) -> tuple[list[Resolved], str]:
+) -> tuple[list[Resolved], str, set[tuple[int, int]]]:
     """The verdicts, judged on the node that is primary now: two queries, whatever the
     number of transactions (the keys, then pg_xact_status of the xids in question)."""
     primary = cluster.primary
     present = ledger_keys(primary, trial)
     asked = [e.xid for e in entries if e.xid is not None and needs_status(e, e.key in present)]
     statuses = xact_statuses(primary, asked)
-    return resolve(entries, present, statuses), primary.name
+    return resolve(entries, present, statuses), primary.name, present
 
 
 def standby_views(
@@ -310,7 +333,7 @@ def standby_views(
 ) -> list[StandbyView]:
     """Each running standby's copy of the ledger, once it replayed the primary's WAL
     (or the timeout passed: then caught_up says so)."""
-    acked = {e.key for e in entries if e.outcome.value == "ok"}
+    acked = {e.key for e in entries if e.outcome is Outcome.OK}
     views = []
     lsn = lsn_to_int(cluster.primary.value("SELECT pg_current_wal_insert_lsn()")) or 0
     for node in [n for n in cluster.replicas if n.running()]:

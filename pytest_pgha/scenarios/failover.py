@@ -160,6 +160,9 @@ class TrialResult:
     def server_write_gap_ms(self) -> float | None:
         return self.figures.server_write_gap_ms
 
+    def attachments(self) -> dict[str, str]:
+        return {}
+
     def details(self) -> dict[str, Any]:
         return {
             "attempts": self.attempts,

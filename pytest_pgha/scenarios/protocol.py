@@ -51,6 +51,10 @@ class ScenarioResult(Protocol):
     def details(self) -> dict[str, Any]:
         """Everything else the report keeps (lag summaries, histograms, attempts)."""
 
+    def attachments(self) -> Mapping[str, str]:
+        """Named text files the report attaches besides the common ones (a durability
+        trial's verdict lists, its ledger log); empty for most scenarios."""
+
 
 def short_repr(result: ScenarioResult) -> str:
     parameters = ", ".join(f"{k}={v}" for k, v in result.parameters.items())

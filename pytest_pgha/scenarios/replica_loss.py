@@ -84,6 +84,9 @@ class ReplicaLossResult:
     def bucket_ms(self) -> int:
         return self.plan.bucket_ms
 
+    def attachments(self) -> dict[str, str]:
+        return {}
+
     def details(self) -> dict[str, Any]:
         return {}
 

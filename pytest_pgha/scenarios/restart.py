@@ -82,6 +82,9 @@ class RestartResult:
     def bucket_ms(self) -> int:
         return 100
 
+    def attachments(self) -> dict[str, str]:
+        return {}
+
     def details(self) -> dict[str, Any]:
         return {"histogram_ms": self.report.histogram}
 

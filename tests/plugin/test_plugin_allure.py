@@ -53,3 +53,37 @@ def test_a_trial_reads_as_a_report(pytester: pytest.Pytester, run_basedir: Path)
         "Harness errors: runner too busy",
     ]
     assert test["status"] == "failed" and "SLOs failed" in test["statusDetails"]["message"]
+
+
+DURABILITY = """
+import pytest
+from pytest_pgha import pgha_cluster_factory
+
+pgha_cluster = pgha_cluster_factory(replicas=1)
+
+
+@pytest.mark.slo(lost_acked_writes="== 0")
+def test_durability(pgha_scenario):
+    pgha_scenario.durability(fault="kill_primary", warmup_s=0.5, settle_s=0.5, rate=500)
+"""
+
+
+def test_a_durability_trial_attaches_its_verdicts_history_and_chart(
+    pytester: pytest.Pytester, run_basedir: Path
+) -> None:
+    pytester.makepyfile(test_inner=DURABILITY)
+    results = pytester.path / "allure-results"
+    result = run(pytester, run_basedir, "--pgha-proxies=direct", f"--alluredir={results}")
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), output(result)
+    (test,) = [json.loads(p.read_text()) for p in results.glob("*-result.json")]
+    attachments = {a["name"]: results / a["source"] for a in test["attachments"]}
+    assert {"verdicts.json", "ledger.log", "commits chart"} <= set(attachments), attachments
+    verdicts = json.loads(attachments["verdicts.json"].read_text())
+    ledger_lines = attachments["ledger.log"].read_text().splitlines()
+    assert sum(verdicts.values()) == len(ledger_lines) > 100
+    history = attachments["history.edn (Jepsen set workload)"].read_text().splitlines()
+    assert history[0].startswith("{:process ") and ":type :invoke, :f :add" in history[0]
+    assert history[-1].startswith("{:process -1, :type :ok, :f :read, :value #{")
+    assert attachments["commits chart"].read_bytes()[:4] == b"\x89PNG"
+    shown = {p["name"]: p["value"] for p in test["parameters"] if p.get("mode") != "hidden"}
+    assert shown["fault"] == "kill_primary", shown
