@@ -51,12 +51,14 @@ def scratch_cluster(name: str, pg_bindir: str | None = None) -> Iterator[Cluster
         shutil.rmtree(sandbox.run_dir, ignore_errors=True)
 
 
-def pgbench_tps(cluster: Cluster, clients: int, seconds: float) -> tuple[float, float]:
-    """pgbench running UPDATE_SCRIPT: transactions per second, and pgbench's CPU
-    microseconds per transaction."""
+def pgbench_tps(
+    cluster: Cluster, clients: int, seconds: float, script_text: str | None = None
+) -> tuple[float, float]:
+    """pgbench running UPDATE_SCRIPT (or script_text): transactions per second, and
+    pgbench's CPU microseconds per transaction."""
     before = cpu_s(resource.RUSAGE_CHILDREN)
-    script = cluster.workdir / "update.sql"
-    script.write_text(UPDATE_SCRIPT.format(scale=cluster.spec.scale))
+    script = cluster.workdir / "bench.sql"
+    script.write_text(script_text or UPDATE_SCRIPT.format(scale=cluster.spec.scale))
     threads = min(clients, os.cpu_count() or 1)
     primary = cluster.primary
     argv = [

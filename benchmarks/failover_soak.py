@@ -147,9 +147,7 @@ def main() -> int:
     if args.busy:
         # Sessions of their own, as another job's processes on a shared runner are.
         busy = [
-            subprocess.Popen(
-                [sys.executable, "-c", "while True: pass"], start_new_session=True
-            )
+            subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
             for _ in range(os.cpu_count() or 1)
         ]
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
