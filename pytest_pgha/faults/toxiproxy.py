@@ -231,9 +231,16 @@ class Link:
                 self.add_toxic("timeout", stream=stream, name=f"cut_{stream}", timeout=0)
 
     def mend(self) -> None:
+        """Undo cut(). The connections it kept open lost bytes in the middle of the
+        stream: they are closed (the link disabled and enabled again), so that the
+        standby reconnects at once instead of after wal_receiver_timeout."""
+        if not self.is_cut:
+            return
         for stream in ("downstream", "upstream"):
             if f"cut_{stream}" in self.toxics:
                 self.remove_toxic(f"cut_{stream}")
+        self.set_enabled(False)
+        self.set_enabled(True)
 
     @property
     def is_cut(self) -> bool:

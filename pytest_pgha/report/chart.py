@@ -323,3 +323,22 @@ def render_durability_chart(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
     return path
+
+
+def render_cost_chart(
+    rows: Sequence[dict[str, float | str]], *, x: str, y: str, series: str, title: str, path: Path
+) -> Path:
+    """One line per value of `series` (e.g. synchronous_commit), y against x."""
+    fig = Figure(figsize=(9, 5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots(1, 1)
+    for name in dict.fromkeys(str(r[series]) for r in rows):
+        points = sorted((float(r[x]), float(r[y])) for r in rows if str(r[series]) == name)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title, fontsize=10)
+    ax.legend(title=series, **_LEGEND_OUTSIDE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    return path
