@@ -338,7 +338,7 @@ def render_cost_chart(
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title, fontsize=10)
-    ax.legend(title=series, **_LEGEND_OUTSIDE)
+    ax.legend(title=series, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
     return path
