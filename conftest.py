@@ -1,5 +1,5 @@
 """Project-wide pytest configuration: Hypothesis profiles (select one with
---hypothesis-profile=ci|dev)."""
+--hypothesis-profile=ci|dev|deep)."""
 
 from hypothesis import HealthCheck, settings
 
@@ -7,4 +7,8 @@ settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
+# Long runs: many more examples, and longer live fault schedules (suites/durability).
+settings.register_profile(
+    "deep", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("dev")

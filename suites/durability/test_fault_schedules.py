@@ -1,0 +1,165 @@
+"""Fault schedules that hypothesis writes: on a safe configuration (FIRST 1 of 2
+synchronous standbys, every standby through a toxiproxy link, the scripted HA manager
+failing over to the most advanced standby), any sequence of writes, standby crashes,
+cut and healed links, cancelled waits and failovers must keep at most one writable
+primary and lose no acknowledged write (a write acknowledged through a cancelled wait,
+with the server's WARNING, is not one the configuration promised to keep). A failing
+schedule is shrunk to the shortest one and printed as steps.
+
+Small by default (CI stays fast); `--hypothesis-profile=deep` runs many more and longer
+schedules."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+
+import psycopg
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from hypothesis.strategies import sampled_from
+
+from pytest_pgha.errors import ClusterError
+from pytest_pgha.ha.base import DetectPolicy
+from pytest_pgha.ha.scripted import ScriptedHA
+from pytest_pgha.timeline import Timeline
+
+STANDBYS = ("node1", "node2")
+WRITE_TIMEOUT_S = 2.0
+CANCEL_AFTER_S = 0.3
+
+
+def schedule_size() -> tuple[int, int]:
+    """(examples, steps per example) from the loaded profile: deep runs 25 x 25."""
+    deep = settings.default.max_examples >= 1000
+    return (25, 25) if deep else (2, 6)
+
+
+class FaultSchedules(RuleBasedStateMachine):
+    cluster = None
+    links: dict = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept: set[int] = set()  # acknowledged without a warning
+        self.keys = itertools.count(1)
+        for link in self.links.values():
+            link.mend()
+        self.cluster.heal()
+
+    # -- rules --------------------------------------------------------------------
+    @rule()
+    def write(self) -> None:
+        self._write(cancel=False)
+
+    @rule()
+    def write_then_cancel_its_wait(self) -> None:
+        self._write(cancel=True)
+
+    @rule(name=sampled_from(STANDBYS))
+    def crash_standby(self, name: str) -> None:
+        node = self.cluster.node(name)
+        if node is not self.cluster.primary and node.running():
+            node.crash()
+
+    @rule(name=sampled_from(STANDBYS))
+    def cut_link(self, name: str) -> None:
+        self.links[name].cut()
+
+    @rule(name=sampled_from(STANDBYS))
+    def heal_link(self, name: str) -> None:
+        self.links[name].mend()
+
+    @precondition(lambda self: not any(link.is_cut for link in self.links.values()))
+    @rule()
+    def rejoin_lost_nodes(self) -> None:
+        self.cluster.heal()
+
+    @precondition(lambda self: sum(n.running() for n in self.cluster.replicas) == 2)
+    @rule()
+    def kill_primary_and_fail_over(self) -> None:
+        """The quorum needs both standbys answering; links cut or not, the HA manager
+        picks the most advanced."""
+        for link in self.links.values():
+            link.mend()
+        self.cluster.primary.crash()
+        timeline = Timeline()
+        ha = ScriptedHA(self.cluster, None, timeline, detect=DetectPolicy(delay_s=0.0))
+        try:
+            ha.fail_over(timeline.record("inject", fault="kill_primary"))
+        except ClusterError:
+            pytest.fail("the scripted HA manager could not fail over with every standby up")
+
+    # -- invariants ---------------------------------------------------------------
+    @invariant()
+    def at_most_one_writable_primary(self) -> None:
+        writable = []
+        for node in self.cluster.nodes:
+            if not node.running():
+                continue
+            try:
+                if not node.is_in_recovery():
+                    writable.append(node.name)
+            except psycopg.Error:
+                continue
+        assert len(writable) <= 1, f"two writable primaries: {writable}"
+
+    @invariant()
+    def no_acknowledged_write_lost(self) -> None:
+        if not self.kept:
+            return
+        rows = self.cluster.primary.sql(
+            "SELECT k FROM schedule WHERE k = ANY(%s)", [sorted(self.kept)]
+        )
+        missing = self.kept - {int(r[0]) for r in rows}
+        assert not missing, f"acknowledged writes lost: {sorted(missing)}"
+
+    # -- helpers ------------------------------------------------------------------
+    def _write(self, *, cancel: bool) -> None:
+        key = next(self.keys)
+        primary = self.cluster.primary
+        notices: list[str] = []
+        try:
+            conn = primary.connect(connect_timeout=2)
+        except psycopg.Error:
+            return
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        timer = threading.Timer(
+            CANCEL_AFTER_S if cancel else WRITE_TIMEOUT_S, _cancel, args=(conn,)
+        )
+        timer.start()
+        try:
+            conn.execute("INSERT INTO schedule VALUES (%s)", [key])
+        except psycopg.Error:
+            return  # failed or indeterminate: nothing promised
+        finally:
+            timer.cancel()
+            conn.close()
+        if not any("canceling wait for synchronous replication" in n for n in notices):
+            self.kept.add(key)
+
+
+def _cancel(conn: psycopg.Connection) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.cancel_safe()
+
+
+@pytest.mark.parametrize("pgha_cluster", ["sync_trio"], indirect=True)
+def test_no_fault_schedule_loses_an_acknowledged_write(pgha_cluster, pgha_replication_links):
+    pgha_cluster.primary.sql("CREATE TABLE IF NOT EXISTS schedule (k bigint PRIMARY KEY)")
+    pgha_cluster.wait_for_replay()
+    FaultSchedules.cluster = pgha_cluster
+    FaultSchedules.links = pgha_replication_links
+    examples, steps = schedule_size()
+    run_state_machine_as_test(
+        FaultSchedules,
+        settings=settings(max_examples=examples, stateful_step_count=steps, deadline=None),
+    )
