@@ -18,6 +18,7 @@ from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.errors import ClusterError, PghaConfigError
 from pytest_pgha.faults.inject import kill_primary, mend_paths_from, stop_primary
+from pytest_pgha.faults.toxiproxy import Link
 from pytest_pgha.timeline import INJECT, Event, Timeline
 
 WAITERS_SQL = (
@@ -39,6 +40,9 @@ class FaultOptions:
     # How long a hold_sync_standbys round keeps the standbys from acknowledging (and
     # a crash_restart waits between rounds).
     hold_s: float = 0.5
+    # The fault proxy between the application and the stack (a toxiproxy link), for
+    # the faults that break the client's connection.
+    client_path: Link | None = None
 
 
 FaultAction = Callable[[Cluster, Timeline, FaultOptions], Event]
@@ -209,6 +213,38 @@ def _hold(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
     return event
 
 
+# How long each round's toxic stays on the client path: every open connection meets it.
+CLIENT_FAULT_S = 0.1
+
+
+def _client_toxic(kind: str, what: str) -> FaultAction:
+    """Rounds of: a toxic on every client connection for CLIENT_FAULT_S (reset_peer:
+    a TCP RST; timeout of 0: a blackhole, which the client's statement timeout ends),
+    then hold_s of normal service. With commits slowed by a synchronous standby far
+    away, nearly every connection is hit in the middle of its COMMIT."""
+
+    def act(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
+        link = options.client_path
+        if link is None:
+            raise PghaConfigError.invalid(
+                "fault", what, "it acts on the client path: use the pgha_client_link fixture"
+            )
+        event: Event | None = None
+        for round_no in range(options.rounds):
+            event = timeline.record(INJECT, fault=what, round=round_no)
+            name = link.add_toxic(kind, stream="upstream", timeout=0)
+            time.sleep(CLIENT_FAULT_S)
+            link.remove_toxic(name)
+            if kind == "timeout":
+                link.set_enabled(False)  # the blackholed connections end here
+                link.set_enabled(True)
+            time.sleep(options.hold_s)
+        assert event is not None
+        return event
+
+    return act
+
+
 def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
     """The talk's myth 2: a cancelled wait is acknowledged (COMMIT returns success with
     a WARNING) though no standby has the commit; then the primary is lost and the
@@ -294,6 +330,18 @@ COMMIT_FAULTS: dict[str, CommitFault] = {
             fails_over=False,
             needs_sync=True,
             meaning="synchronous standbys unreachable for hold_s; clients may give up",
+        ),
+        CommitFault(
+            "reset_client_connections",
+            _client_toxic("reset_peer", "reset_client_connections"),
+            fails_over=False,
+            meaning="a TCP reset of every client connection, rounds of (pgha_client_link)",
+        ),
+        CommitFault(
+            "blackhole_client_connections",
+            _client_toxic("timeout", "blackhole_client_connections"),
+            fails_over=False,
+            meaning="every client connection blackholed for a moment (pgha_client_link)",
         ),
         CommitFault(
             "cancel_sync_waits_then_fail_over",

@@ -31,6 +31,7 @@ from pytest_pgha.plugin.cluster_fixtures import (  # noqa: F401  (fixtures are f
     pgha_sandbox,
 )
 from pytest_pgha.plugin.fault_fixtures import (  # noqa: F401
+    pgha_client_link,
     pgha_replication_links,
     pgha_toxiproxy,
 )

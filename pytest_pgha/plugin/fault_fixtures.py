@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Generator
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.node import Node
 from pytest_pgha.faults.toxiproxy import INSTALL, Link, Toxiproxy, toxiproxy_binary
 from pytest_pgha.poll import wait_until
 from pytest_pgha.sandbox.context import SandboxContext
+from pytest_pgha.scenarios.stack import Stack
 
 STREAMING_TIMEOUT_S = 30.0
 
@@ -85,3 +87,28 @@ def _await_sender_port(node: Node, port: int) -> None:
         timeout=STREAMING_TIMEOUT_S,
         what=f"{node.name} to stream from port {port}",
     )
+
+
+@pytest.fixture
+def pgha_client_link(pgha_stack: Stack, pgha_toxiproxy: Toxiproxy) -> Generator[Link, None, None]:
+    """A toxiproxy link between the application and the stack's write endpoint:
+    durability trials connect through it, and a fault can reset or blackhole the
+    connections in the middle of a COMMIT. A multi-host endpoint (the direct kind)
+    is reached at the current primary."""
+    host, port = _single_endpoint(pgha_stack)
+    link = pgha_toxiproxy.link(f"client-{id(pgha_stack):x}", host, port)
+    pgha_stack.client_path = link
+    try:
+        yield link
+    finally:
+        pgha_stack.client_path = None
+        pgha_toxiproxy.remove_link(link.name)
+
+
+def _single_endpoint(stack: Stack) -> tuple[str, int]:
+    params = conninfo_to_dict(stack.proxy.rw_dsn)
+    host, port = str(params.get("host", "")), str(params.get("port", ""))
+    if "," in host or "," in port:
+        primary = stack.cluster.primary
+        return primary.host, primary.port
+    return host, int(port)

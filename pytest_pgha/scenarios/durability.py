@@ -16,6 +16,7 @@ from pytest_pgha.cluster.cluster import Cluster
 from pytest_pgha.cluster.lsn import lsn_to_int
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.faults.commits import COMMIT_FAULTS, FaultOptions
+from pytest_pgha.faults.toxiproxy import Link
 from pytest_pgha.ha.base import DetectPolicy, HAOptions
 from pytest_pgha.ha.registry import HA_MANAGERS
 from pytest_pgha.lag import Heartbeat, LagSummary
@@ -219,7 +220,12 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
     """Warm up, break commits, fail over (or recover in place), settle, resolve."""
     fault = COMMIT_FAULTS[plan.fault]
     cluster, proxy, timeline = stack.cluster, stack.proxy, stack.timeline
-    options = FaultOptions(rounds=plan.rounds, standby=plan.standby, hold_s=plan.hold_s)
+    options = FaultOptions(
+        rounds=plan.rounds,
+        standby=plan.standby,
+        hold_s=plan.hold_s,
+        client_path=stack.client_path if isinstance(stack.client_path, Link) else None,
+    )
     if fault.needs_sync and not cluster.sync_mode.enabled:
         raise PghaConfigError.invalid(
             "fault",
@@ -241,7 +247,7 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
         else None
     )
     driver = WorkloadDriver(
-        proxy.rw_dsn,
+        stack.rw_dsn,
         WorkloadOptions(
             workers=plan.workers,
             scale=cluster.spec.scale,

@@ -91,3 +91,18 @@ def test_the_primary_killed_mid_commit_then_recovered_in_place(pgha_scenario):
     )
     broken = assert_verdicts_match_the_data(result)
     assert len(broken) >= AT_LEAST
+
+
+@direct
+@sync_pair
+@pytest.mark.parametrize("fault", ["reset_client_connections", "blackhole_client_connections"])
+def test_client_connections_reset_or_blackholed_inside_the_commit_window(
+    pgha_scenario, lagging_links, pgha_client_link, fault
+):
+    """The synchronous standby 20 ms away keeps each COMMIT open for a round trip, so
+    a TCP reset (or a blackhole) of every client connection lands inside it."""
+    result = pgha_scenario.durability(
+        fault=fault, rounds=24, hold_s=0.3, statement_timeout_s=1.0, workers=WORKERS
+    )
+    broken = assert_verdicts_match_the_data(result)
+    assert len(broken) >= AT_LEAST
