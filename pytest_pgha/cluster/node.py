@@ -165,21 +165,28 @@ class Node:
                 self._kept = self.connect(SUPERUSER)
 
     def _kept_sql(self, query: str, params: Sequence[Any] | None) -> list[tuple[Any, ...]]:
-        self.open_kept_session()
-        with self._kept_lock:
-            assert self._kept is not None
-            try:
-                cursor = self._kept.execute(query.encode(), params)
-                return cursor.fetchall() if cursor.description else []
-            except psycopg.OperationalError:
-                self._kept.close()
-                self._kept = None
-                raise
+        """On the kept session; once more on a fresh one if it had gone stale (the node
+        restarted since it was opened: psycopg only learns that when it next uses it)."""
+        for attempt in (1, 2):
+            self.open_kept_session()
+            with self._kept_lock:
+                assert self._kept is not None
+                try:
+                    cursor = self._kept.execute(query.encode(), params)
+                    return cursor.fetchall() if cursor.description else []
+                except psycopg.OperationalError:
+                    self._kept.close()
+                    self._kept = None
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
 
     def close_kept_session(self) -> None:
+        """Close it (a node that stops, crashes or rejoins: the session would be stale)."""
         with self._kept_lock:
             if self._kept is not None:
-                self._kept.close()
+                with contextlib.suppress(psycopg.Error):
+                    self._kept.close()
                 self._kept = None
 
     # -- process control --------------------------------------------------------------
@@ -237,6 +244,7 @@ class Node:
             raise PghaConfigError.invalid("mode", mode, f"use one of {', '.join(STOP_SIGNALS)}")
         if self._process is None:
             return
+        self.close_kept_session()  # it would keep a smart shutdown waiting
         # A frozen postmaster would only see the shutdown signal after the timeout.
         if self.running():
             self.transport.signal_tree(self._process.pid, signal.SIGCONT)
@@ -285,6 +293,7 @@ class Node:
         exits when it next notices its postmaster gone). Returns how many there were."""
         doomed = self.processes() if victims is None else victims
         self.transport.kill(doomed, signal.SIGKILL)
+        self.close_kept_session()
         return len(doomed)
 
     def restart_after_crash(self, timeout: float = 60.0) -> None:
@@ -294,6 +303,7 @@ class Node:
         if self._process is not None:
             self._process.wait(10.0)
         kill_inside(self.datadir)
+        self.close_kept_session()
         self.start(timeout)
 
     def fence(self) -> int:
@@ -305,7 +315,9 @@ class Node:
         failover window. Returns how many processes were signalled."""
         if self._process is None or not self._process.running():
             return 0
-        return self.transport.kill(self.transport.processes(self._process.pid), signal.SIGKILL)
+        killed = self.transport.kill(self.transport.processes(self._process.pid), signal.SIGKILL)
+        self.close_kept_session()
+        return killed
 
     def freeze(self) -> None:
         self.signal(signal.SIGSTOP, whole_group=True)
@@ -404,6 +416,7 @@ class Node:
         diverged (it says "no rewind required" when they did not)."""
         if self.running():
             self.stop("fast")
+        self.close_kept_session()
         if self._process is not None:
             self._thaw_all()
             kill_inside(self.datadir)  # orphans of a crash would hold the data directory

@@ -185,11 +185,13 @@ def _break_waits(signal_function: str, what: str) -> FaultAction:
         event: Event | None = None
         for round_no in range(options.rounds):
             held, pids = pile_up_waiters(cluster, timeline)
-            event = timeline.record(INJECT, fault=what, round=round_no, sessions=len(pids))
-            cluster.primary.sql(
-                f"SELECT {signal_function}(pid) FROM unnest(%s::int[]) AS pid", [pids]
-            )
-            held.release(timeline)
+            try:
+                event = timeline.record(INJECT, fault=what, round=round_no, sessions=len(pids))
+                cluster.primary.sql(
+                    f"SELECT {signal_function}(pid) FROM unnest(%s::int[]) AS pid", [pids]
+                )
+            finally:
+                held.release(timeline)
             cluster.wait_for_replay(timeout=30)
         assert event is not None
         return event
@@ -205,9 +207,11 @@ def _hold(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
     event: Event | None = None
     for round_no in range(options.rounds):
         held = hold_sync_standbys(cluster, timeline)
-        event = timeline.record(INJECT, fault="hold_sync_standbys", round=round_no)
-        time.sleep(options.hold_s)
-        held.release(timeline)
+        try:
+            event = timeline.record(INJECT, fault="hold_sync_standbys", round=round_no)
+            time.sleep(options.hold_s)
+        finally:
+            held.release(timeline)
         cluster.wait_for_replay(timeout=30)
     assert event is not None
     return event
@@ -232,7 +236,9 @@ def _client_toxic(kind: str, what: str) -> FaultAction:
         event: Event | None = None
         for round_no in range(options.rounds):
             event = timeline.record(INJECT, fault=what, round=round_no)
-            name = link.add_toxic(kind, stream="upstream", timeout=0)
+            # On the server's replies: a COMMIT already sent meets the reset (or the
+            # silence) when its answer comes back.
+            name = link.add_toxic(kind, stream="downstream", timeout=0)
             time.sleep(CLIENT_FAULT_S)
             link.remove_toxic(name)
             if kind == "timeout":
@@ -249,18 +255,31 @@ def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultO
     """The talk's myth 2: a cancelled wait is acknowledged (COMMIT returns success with
     a WARNING) though no standby has the commit; then the primary is lost and the
     frozen standby, thawed, is promoted without it."""
+    if any(node.replication_path is None for node in sync_standbys(cluster)):
+        raise PghaConfigError.invalid(
+            "fault",
+            "cancel_sync_waits_then_fail_over",
+            "it cuts the synchronous standbys off (a frozen standby's kernel would still "
+            "receive the WAL): use the pgha_replication_links fixture",
+        )
     held, pids = pile_up_waiters(cluster, timeline)
-    primary = cluster.primary
-    xids = waiting_xids(primary, pids)
-    primary.sql("SELECT pg_cancel_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
-    # Until the cancelled commits returned (their sessions go on to the next
-    # transaction, which waits in turn: the xids tell the waits apart).
-    deadline = time.monotonic() + WAITERS_TIMEOUT_S
-    while still_waiting(primary, xids) and time.monotonic() < deadline:
-        time.sleep(0.005)
-    timeline.record("waits_cancelled", sessions=len(pids))
-    event = kill_primary(cluster, timeline)
-    held.release(timeline)
+    try:
+        primary = cluster.primary
+        xids = waiting_xids(primary, pids)
+        primary.sql("SELECT pg_cancel_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+        # Until the cancelled commits returned (their sessions go on to the next
+        # transaction, which waits in turn: the xids tell the waits apart).
+        deadline = time.monotonic() + WAITERS_TIMEOUT_S
+        while still_waiting(primary, xids):
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"cancelled commits still waited for the standby after {WAITERS_TIMEOUT_S:.0f}s"
+                )
+            time.sleep(0.005)
+        timeline.record("waits_cancelled", sessions=len(pids))
+        event = kill_primary(cluster, timeline)
+    finally:
+        held.release(timeline)
     return event
 
 

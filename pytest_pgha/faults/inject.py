@@ -35,9 +35,11 @@ def kill_primary(cluster: Cluster, timeline: Timeline) -> Event:
     # detection from the inject.
     node.signal(signal.SIGSTOP)
     victims = node.processes()
+    # The network goes first: a cut after the kill would let the WAL still in flight
+    # (buffered by a latency toxic) reach the standbys.
+    cut = cut_paths_from(cluster, node)
     event = timeline.record(INJECT, fault="kill_primary", node=node.name, pid=node.pid)
     node.crash(victims)
-    cut = cut_paths_from(cluster, node)
     if cut:
         timeline.record("replication_cut", standbys=cut)
     return event

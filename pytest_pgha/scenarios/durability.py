@@ -41,6 +41,8 @@ from pytest_pgha.workload.jepsen import jepsen_history
 from pytest_pgha.workload.ledger import LedgerEntry, create_ledger, ledger_keys, xact_statuses
 from pytest_pgha.workload.records import Outcome, TxRecord
 
+# pg_xact_status answers after which a missing row is read again.
+RECHECK = ("committed", "in progress")
 # The most transactions of each kind a report lists one by one.
 LISTED = 200
 
@@ -331,6 +333,13 @@ def resolve_on_primary(
     present = ledger_keys(primary, trial)
     asked = [e.xid for e in entries if e.xid is not None and needs_status(e, e.key in present)]
     statuses = xact_statuses(primary, asked)
+    # A commit still waiting for its standby when the keys were read may have finished
+    # by the time its status was: read the keys once more rather than call it aborted.
+    if any(
+        e.xid is not None and e.key not in present and statuses.get(e.xid) in RECHECK
+        for e in entries
+    ):
+        present = ledger_keys(primary, trial)
     return resolve(entries, present, statuses), primary.name, present
 
 

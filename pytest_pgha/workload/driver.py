@@ -56,6 +56,7 @@ from pytest_pgha.workload.ledger import (
     LedgerRow,
     LedgerTrail,
     SessionInfo,
+    begin_statement,
     ledger_entries,
 )
 from pytest_pgha.workload.prober import EventLike
@@ -100,6 +101,7 @@ class WorkloadOptions:
             raise PghaConfigError.invalid("mode", self.mode, f"use one of {', '.join(MODES)}")
         if self.rate is not None and self.rate <= 0:
             raise PghaConfigError.invalid("rate", self.rate, "use a positive rate or None")
+        begin_statement(self.session_settings)  # validates the names here, not in a child
 
 
 Row = tuple[int, int, str, "str | None", bool]  # start_us, end_us, outcome, sqlstate, broken
@@ -200,9 +202,11 @@ class _Worker:
             result = exec_(b"BEGIN")
             if result.status == _COMMAND_OK:
                 stage = "update"
+                self.in_flight_since_ns = time.time_ns()
                 result = exec_(update)
                 if result.status == _COMMAND_OK:
                     stage = "commit"
+                    self.in_flight_since_ns = time.time_ns()
                     result = exec_(b"COMMIT")
                     if result.status == _COMMAND_OK:
                         self.in_flight_since_ns = 0
@@ -229,10 +233,12 @@ class _Worker:
             result = exec_(ledger.begin)
             if result.status == _COMMAND_OK:
                 stage = "update"
+                self.in_flight_since_ns = time.time_ns()
                 result = exec_(insert)
                 if result.status == _TUPLES_OK:
                     ledger.returned(txn_no, result)
                     stage = "commit"
+                    self.in_flight_since_ns = time.time_ns()
                     result = exec_(b"COMMIT")
                     if result.status == _COMMAND_OK:
                         self.in_flight_since_ns = 0

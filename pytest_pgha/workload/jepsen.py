@@ -26,15 +26,23 @@ def jepsen_history(
     if not entries:
         return ""
     origin = min(e.record.start_us for e in entries)
+    workers = max(e.record.client_id for e in entries) + 1
+    # Jepsen's processes are single-threaded: after an :info (the outcome unknown, the
+    # operation may still be running) the worker goes on as a new process.
+    crashed: dict[int, int] = {}
     events: list[tuple[int, str]] = []
-    for entry in entries:
+    for entry in sorted(entries, key=lambda e: (e.record.client_id, e.record.start_us)):
         record = entry.record
-        process = record.client_id
-        value = element(record.client_id, entry.seq)
+        worker = record.client_id
+        process = worker + crashed.get(worker, 0) * workers
+        value = element(worker, entry.seq)
         start = (record.start_us - origin) * 1000
         end = (record.end_us - origin) * 1000
+        kind = _TYPE[record.outcome.value]
         events.append((start, _op(process, ":invoke", value, start)))
-        events.append((end, _op(process, _TYPE[record.outcome.value], value, end)))
+        events.append((end, _op(process, kind, value, end)))
+        if kind == ":info":
+            crashed[worker] = crashed.get(worker, 0) + 1
     events.sort(key=lambda pair: pair[0])
     last = events[-1][0] + 1
     values = " ".join(str(element(w, s)) for w, s in sorted(present))

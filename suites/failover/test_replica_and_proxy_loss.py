@@ -1,7 +1,6 @@
 """Losing a replica (reads keep working, writes do not notice) and losing the proxy
 itself (the restart window, measured as ProxySQL's "faster restart" article does)."""
 
-
 # Pgpool-II sends each session's BEGIN/COMMIT to its load-balance standby as well, so
 # a write session whose load-balance node dies fails; the session that meets the dead
 # standby detaches it (failover_on_backend_error, Pgpool's default), and that failover

@@ -4,6 +4,9 @@ what happens to a waiting commit (claim 2), and a synchronous standby is not the
 primary (claim 3). Claim 4 (the safe way to make a standby synchronous) is shown under
 load in suites/durability (test_making_a_standby_synchronous_*)."""
 
+import socket
+import time
+
 import psycopg
 import pytest
 
@@ -117,7 +120,12 @@ def test_a_client_whose_connection_broke_still_commits_once_the_standby_is_back(
     in_background(lambda: writer.execute("UPDATE t SET v = 1 WHERE id = 1"))
     await_sync_wait(primary, pid)
     xid = primary.value("SELECT backend_xid::text FROM pg_stat_activity WHERE pid = %s", [pid])
-    writer.pgconn.finish()
+    # Shut the socket down under libpq (closing the connection from this thread while
+    # another waits in it is not allowed).
+    sock = socket.socket(fileno=writer.pgconn.socket)
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.detach()
+    time.sleep(0.2)
     assert primary.value(WAITING_SQL, [pid]) == "SyncRep"
     assert primary.value("SELECT pg_xact_status(%s::xid8)", [xid]) == "in progress"
     link.mend()

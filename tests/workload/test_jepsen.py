@@ -34,3 +34,14 @@ def test_each_transaction_is_an_invoke_and_its_completion_in_time_order():
 
 def test_an_empty_trial_has_no_history():
     assert jepsen_history([], set()) == ""
+
+
+def test_after_an_unknown_outcome_the_worker_goes_on_as_a_new_process():
+    entries = [
+        entry(0, 1, Outcome.INDETERMINATE, 1_000, 2_000),
+        entry(1, 1, Outcome.OK, 1_000, 1_100),
+        entry(0, 2, Outcome.OK, 2_500, 2_600),
+    ]
+    lines = jepsen_history(entries, set()).splitlines()
+    later = [line for line in lines if f":value {element(0, 2)}," in line]
+    assert all(line.startswith("{:process 2,") for line in later), later

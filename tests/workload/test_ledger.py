@@ -36,9 +36,7 @@ def test_every_acknowledged_ledger_row_is_in_the_table_with_its_xid(pgha_cluster
     assert ledger_keys(primary, 11) == {e.key for e in entries}
     assert ledger_keys(primary, 12) == set()
     sysid = primary.value("SELECT system_identifier FROM pg_control_system()")
-    assert {(e.server_port, e.system_id, e.timeline) for e in entries} == {
-        (primary.port, sysid, 1)
-    }
+    assert {(e.server_port, e.system_id, e.timeline) for e in entries} == {(primary.port, sysid, 1)}
     # Distinct xids, LSNs that grow with each worker's sequence.
     assert len({e.xid for e in entries}) == len(entries)
     for worker in {e.record.client_id for e in entries}:
