@@ -156,6 +156,20 @@ def still_waiting(primary: Node, xids: list[str]) -> bool:
     )
 
 
+MOVED_ON_TIMEOUT_S = 2.0
+
+
+def moved_on(primary: Node, pids: list[int], xids: list[str]) -> bool:
+    """Whether every session in pids runs a transaction other than those in xids."""
+    return bool(
+        primary.value(
+            "SELECT count(*) = %s FROM pg_stat_activity WHERE pid = ANY(%s)"
+            " AND backend_xid IS NOT NULL AND NOT backend_xid::text = ANY(%s)",
+            [len(pids), pids, xids],
+        )
+    )
+
+
 def pile_up_waiters(cluster: Cluster, timeline: Timeline) -> tuple[HeldStandbys, list[int]]:
     """Hold the synchronous standbys and wait until commits wait for them."""
     held = hold_sync_standbys(cluster, timeline)
@@ -222,10 +236,12 @@ CLIENT_FAULT_S = 0.1
 
 
 def _client_toxic(kind: str, what: str) -> FaultAction:
-    """Rounds of: a toxic on every client connection for CLIENT_FAULT_S (reset_peer:
-    a TCP RST; timeout of 0: a blackhole, which the client's statement timeout ends),
-    then hold_s of normal service. With commits slowed by a synchronous standby far
-    away, nearly every connection is hit in the middle of its COMMIT."""
+    """Rounds of a toxic on every client connection, on the server's replies (a COMMIT
+    already sent meets it when its answer comes back), then normal service while the
+    clients reconnect. reset_peer: a TCP RST, CLIENT_FAULT_S long. timeout of 0: a
+    blackhole for hold_s, which the clients' own statement timeout ends (give them a
+    shorter one); the link then drops what is left of those connections. With commits
+    slowed by a synchronous standby far away, most connections are hit inside COMMIT."""
 
     def act(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
         link = options.client_path
@@ -236,19 +252,23 @@ def _client_toxic(kind: str, what: str) -> FaultAction:
         event: Event | None = None
         for round_no in range(options.rounds):
             event = timeline.record(INJECT, fault=what, round=round_no)
-            # On the server's replies: a COMMIT already sent meets the reset (or the
-            # silence) when its answer comes back.
             name = link.add_toxic(kind, stream="downstream", timeout=0)
-            time.sleep(CLIENT_FAULT_S)
-            link.remove_toxic(name)
+            try:
+                time.sleep(options.hold_s if kind == "timeout" else CLIENT_FAULT_S)
+            finally:
+                link.remove_toxic(name)
             if kind == "timeout":
-                link.set_enabled(False)  # the blackholed connections end here
+                link.set_enabled(False)
                 link.set_enabled(True)
-            time.sleep(options.hold_s)
+            time.sleep(RECONNECT_S if kind == "timeout" else options.hold_s)
         assert event is not None
         return event
 
     return act
+
+
+# After a blackhole round: time for the clients to reconnect.
+RECONNECT_S = 0.5
 
 
 def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultOptions) -> Event:
@@ -276,7 +296,12 @@ def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultO
                     f"cancelled commits still waited for the standby after {WAITERS_TIMEOUT_S:.0f}s"
                 )
             time.sleep(0.005)
-        timeline.record("waits_cancelled", sessions=len(pids))
+        # And until their clients read the acknowledgement: a session that began its
+        # next transaction did (a kill before that would break their connections).
+        deadline = time.monotonic() + MOVED_ON_TIMEOUT_S
+        while not moved_on(primary, pids, xids) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        timeline.record("waits_cancelled", sessions=len(pids), xids=xids)
         event = kill_primary(cluster, timeline)
     finally:
         held.release(timeline)

@@ -101,8 +101,9 @@ def test_client_connections_reset_or_blackholed_inside_the_commit_window(
 ):
     """The synchronous standby 20 ms away keeps each COMMIT open for a round trip, so
     a TCP reset (or a blackhole) of every client connection lands inside it."""
+    # A blackhole lasts hold_s, longer than the clients' statement timeout.
     result = pgha_scenario.durability(
-        fault=fault, rounds=24, hold_s=0.3, statement_timeout_s=1.0, workers=WORKERS
+        fault=fault, rounds=40, hold_s=0.5, statement_timeout_s=0.3, workers=WORKERS
     )
     broken = assert_verdicts_match_the_data(result)
     assert len(broken) >= AT_LEAST
