@@ -3,6 +3,10 @@ safe configurations (no loss, over repeated kills) and on unsafe ones (the loss 
 found, every time)."""
 
 import pytest
+from durability_checks import (
+    assert_every_standby_has_every_acknowledged_commit,
+    assert_loss_found,
+)
 
 NO_VIOLATION = {"lost_acked_writes": "== 0", "phantom_writes": "== 0", "unknown_outcomes": "== 0"}
 sync_trio = pytest.mark.parametrize("pgha_cluster", ["sync_trio"], indirect=True)
@@ -10,26 +14,6 @@ sync_pair = pytest.mark.parametrize("pgha_cluster", ["sync_pair"], indirect=True
 async_pair = pytest.mark.parametrize("pgha_cluster", ["async_pair"], indirect=True)
 direct_only = pytest.mark.parametrize("pgha_proxy_kind", ["direct"], indirect=True)
 KILLS = 3
-
-
-def assert_every_standby_has_every_acknowledged_commit(result):
-    """Beyond the primary (the SLO markers judge it): once caught up, no standby lacks
-    an acknowledged commit either."""
-    assert result.metrics.acked_writes > 0
-    for view in result.standby_views:
-        assert view.caught_up and view.acked_missing == 0, view
-
-
-def assert_loss_found(result):
-    """The loss is reported, and it is real: no node has the lost rows."""
-    metrics = result.metrics
-    assert metrics.lost_acked_writes > 0, "the harness missed a loss this configuration allows"
-    assert metrics.lost_window_ms > 0
-    for view in result.standby_views:
-        assert view.caught_up and view.acked_missing == metrics.lost_acked_writes
-    lost = [r for r in result.violations if r.verdict.value == "lost"]
-    assert len(lost) == metrics.lost_acked_writes
-    assert all(r.entry.timeline == 1 for r in lost)  # acknowledged by the old primary
 
 
 @pytest.mark.slo(**NO_VIOLATION)
@@ -61,9 +45,12 @@ def test_asynchronous_failover_loses_acknowledged_commits(pgha_scenario, lagging
     belong to other transactions (txid_status_traps)."""
     result = pgha_scenario.durability(fault="kill_primary", **load)
     assert_loss_found(result)
-    assert result.metrics.txid_status_traps >= result.metrics.lost_acked_writes
-    trap = next(r for r in result.resolved if r.trap and r.verdict.value == "lost")
-    assert trap.xact_status == "committed" and not trap.present
+    # Each lost xid is either still "in the future" on the new primary or handed to a
+    # later transaction there, which mostly commit: pg_xact_status then says
+    # "committed" for a write that is gone.
+    traps = [r for r in result.resolved if r.trap]
+    assert traps and result.metrics.txid_status_traps == len(traps)
+    assert any(r.verdict.value == "lost" and r.xact_status == "committed" for r in traps)
 
 
 @direct_only
