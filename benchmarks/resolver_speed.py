@@ -33,8 +33,8 @@ def fabricate(primary: Node, count: int) -> list[LedgerEntry]:
     """count transactions, their rows inserted (but the lost ones) with real xids."""
     primary.sql(
         f"INSERT INTO {LEDGER_TABLE} (trial, worker, seq)"
-        f" SELECT {TRIAL}, i % {WORKERS}, i FROM generate_series(1, %s) AS i"
-        f" WHERE i % {LOST_EVERY} <> 0",
+        f" SELECT {TRIAL}, i %% {WORKERS}, i FROM generate_series(1, %s) AS i"
+        f" WHERE i %% {LOST_EVERY} <> 0",
         [count],
     )
     next_xid = int(primary.value("SELECT pg_snapshot_xmax(pg_current_snapshot())::text"))
