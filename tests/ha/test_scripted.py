@@ -7,6 +7,7 @@ import pytest
 
 from pytest_pgha.cluster.node import WalPositions
 from pytest_pgha.cluster.probe import postmaster_answers
+from pytest_pgha.cluster.spec import SyncMode
 from pytest_pgha.errors import PghaConfigError
 from pytest_pgha.ha.scripted import DetectPolicy, ScriptedHA
 from pytest_pgha.timeline import Timeline
@@ -145,6 +146,8 @@ class DrainingStandby:
 
 
 class FakeCluster:
+    sync_mode = SyncMode("off")
+
     def __init__(self, *nodes):
         self.nodes = list(nodes)
 
