@@ -426,6 +426,12 @@ class Node:
             # which only a checkpoint after the promotion updates; without one it
             # wrongly answers "no rewind required".
             new_primary.sql("CHECKPOINT")
+            # A standby that crashed is not shut down cleanly either: pg_rewind then
+            # runs crash recovery in single-user mode, which refuses standby mode.
+            # Without the signal file it replays what WAL it has, as Patroni does
+            # before a rewind; configure_as_replica() puts the file back.
+            for name in ("standby.signal", "recovery.signal"):
+                (self.datadir / name).unlink(missing_ok=True)
             source = new_primary.dsn(SUPERUSER, "postgres")
             output = self.transport.run(
                 [

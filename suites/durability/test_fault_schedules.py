@@ -11,7 +11,9 @@ schedules."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
 
 import psycopg
 import pytest
@@ -127,24 +129,31 @@ class FaultSchedules(RuleBasedStateMachine):
     def _write(self, *, cancel: bool) -> None:
         """One INSERT in its own session. A cancel (asked for, or after WRITE_TIMEOUT_S
         when no synchronous standby answers) ends a waiting COMMIT with the server's
-        WARNING: acknowledged, but not kept."""
+        WARNING: acknowledged, but not kept. It is sent from the client:
+        statement_timeout is disabled before the commit, so it never ends that wait."""
         key = next(self.keys)
-        timeout_ms = int((CANCEL_AFTER_S if cancel else WRITE_TIMEOUT_S) * 1000)
         notices: list[str] = []
         try:
             conn = self.cluster.primary.connect(connect_timeout=2)
         except psycopg.OperationalError:
             return
         conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        timer = threading.Timer(CANCEL_AFTER_S if cancel else WRITE_TIMEOUT_S, _cancel, [conn])
+        timer.start()
         try:
-            conn.execute(f"SET statement_timeout = {timeout_ms}")
             conn.execute("INSERT INTO schedule VALUES (%s)", [key])
         except (psycopg.OperationalError, psycopg.errors.QueryCanceled):
             return  # failed or indeterminate: nothing promised
         finally:
+            timer.cancel()
             conn.close()
         if not any("canceling wait for synchronous replication" in n for n in notices):
             self.kept.add(key)
+
+
+def _cancel(conn: psycopg.Connection) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.cancel_safe(timeout=5.0)
 
 
 @pytest.mark.parametrize("pgha_cluster", ["sync_trio"], indirect=True)
