@@ -7,7 +7,7 @@ settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
-# Long runs: many more examples, and longer live fault schedules (suites/durability).
+# Long runs: many more examples.
 settings.register_profile(
     "deep", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
