@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_pgha.cluster.cluster import Cluster
-from pytest_pgha.cluster.node import Node
+from pytest_pgha.cluster.node import Node, ReplicationPath
 from pytest_pgha.proxies.base import Proxy
 from pytest_pgha.timeline import INJECT, Event, Timeline
 
@@ -50,21 +50,26 @@ def cut_paths_from(cluster: Cluster, upstream: Node) -> list[str]:
     standbys never arrives. (A killed process alone does not: its kernel still sends
     what the socket holds.) Only where a replication path can be cut (a fault proxy
     on it); returns the standbys cut off."""
-    cut = []
-    for node in cluster.nodes:
-        if node.upstream is upstream and node.replication_path is not None:
-            node.replication_path.cut()
-            cut.append(node.name)
-    return cut
+    paths = _paths_from(cluster, upstream)
+    for path in paths.values():
+        path.cut()
+    return list(paths)
 
 
 def mend_paths_from(cluster: Cluster, upstream: Node) -> list[str]:
-    mended = []
-    for node in cluster.nodes:
-        if node.upstream is upstream and node.replication_path is not None:
-            node.replication_path.mend()
-            mended.append(node.name)
-    return mended
+    paths = _paths_from(cluster, upstream)
+    for path in paths.values():
+        path.mend()
+    return list(paths)
+
+
+def _paths_from(cluster: Cluster, upstream: Node) -> dict[str, ReplicationPath]:
+    """The replication paths of upstream's standbys, by standby name."""
+    return {
+        node.name: node.replication_path
+        for node in cluster.nodes
+        if node.upstream is upstream and node.replication_path is not None
+    }
 
 
 def freeze_primary(cluster: Cluster, timeline: Timeline) -> Event:

@@ -264,7 +264,7 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
         if ha is not None:
             ha.prepare()
         with driver:
-            _await_workers(driver, plan, driver.started_us)
+            driver.await_recovered(driver.started_us, plan.recovery_timeout_s)
             with Heartbeat(timeline.lag):
                 window_start_ns = time.monotonic_ns()
                 time.sleep(plan.warmup_s)
@@ -272,7 +272,7 @@ def run_durability(stack: Stack, plan: DurabilityPlan) -> DurabilityResult:
                 if ha is not None:
                     ha.start_failover(inject, planned=fault.planned)
                     ha.wait(plan.failover_timeout_s)
-                _await_workers(driver, plan, time.time_ns() // 1000)
+                driver.await_recovered(time.time_ns() // 1000, plan.recovery_timeout_s)
                 time.sleep(plan.settle_s)
                 until_us = time.time_ns() // 1000
                 window_end_ns = time.monotonic_ns()
@@ -316,12 +316,6 @@ def _prepare_ledger(cluster: Cluster) -> None:
     lsn = lsn_to_int(cluster.primary.value("SELECT pg_current_wal_insert_lsn()")) or 0
     running = [n for n in cluster.replicas if n.running()]
     cluster.wait_for_lsn(lsn, running, kind="replay", timeout=30)
-
-
-def _await_workers(driver: WorkloadDriver, plan: DurabilityPlan, since_us: int) -> None:
-    deadline = time.monotonic() + plan.recovery_timeout_s
-    while driver.workers_recovered(since_us) < plan.workers and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 def resolve_on_primary(

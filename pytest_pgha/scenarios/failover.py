@@ -252,7 +252,7 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
         ha.prepare()
         with sampler, driver:
             # The warm-up counts from a running workload: every worker committed once.
-            _await_all_workers(driver, plan, driver.started_us)
+            driver.await_recovered(driver.started_us, plan.recovery_timeout_s)
             with Heartbeat(timeline.lag), _no_gc_pauses():
                 window_start_ns = time.monotonic_ns()
                 timeline.lag.sleep_until(
@@ -262,7 +262,7 @@ def run_failover_trial(stack: Stack, plan: TrialPlan) -> TrialResult:
                 if fault.loses_primary:
                     ha.start_failover(inject, planned=fault.planned)
                     new_primary = ha.wait(plan.failover_timeout_s).name
-                    _await_all_workers(driver, plan, time.time_ns() // 1000)
+                    driver.await_recovered(time.time_ns() // 1000, plan.recovery_timeout_s)
                 time.sleep(plan.settle_s)
                 until_us = time.time_ns() // 1000
                 window_end_ns = time.monotonic_ns()
@@ -323,13 +323,6 @@ def _timeline_of(stack: Stack) -> int | None:
         return stack.cluster.primary.timeline()
     except Exception:  # a figure for the report, never a reason to fail the trial
         return None
-
-
-def _await_all_workers(driver: WorkloadDriver, plan: TrialPlan, since_us: int) -> None:
-    """Until every worker committed after since_us, at most recovery_timeout_s."""
-    deadline = time.monotonic() + plan.recovery_timeout_s
-    while driver.workers_recovered(since_us) < plan.workers and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 def _with_server_view(

@@ -529,6 +529,14 @@ class WorkloadDriver:
         the workload processes share, so asking costs no round trip)."""
         return sum(1 for end_us in self._last_ok if end_us and end_us >= since_us)
 
+    def await_recovered(self, since_us: int, timeout: float) -> None:
+        """Until every worker committed after since_us, at most timeout seconds."""
+        deadline = time.monotonic() + timeout
+        while self.workers_recovered(since_us) < self.options.workers:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
+
     def _reports(self) -> list[WorkloadReport]:
         reports = [w.report for w in self._processes]
         if any(r is None for r in reports):
