@@ -56,11 +56,21 @@ def _write_autogroup(path: Path, niceness: str) -> None:
             time.sleep(0.02)
 
 
+def _harness_session_niceness() -> int:
+    """The niceness the harness's session competes with. A process that no one
+    started in a session of its own (a CI runner forked by an init that never calls
+    setsid) stays in the root autogroup: its /proc file is empty, its niceness cannot
+    be changed, and each of its threads competes on its own niceness, the
+    instruments' at INSTRUMENT_NICENESS."""
+    fields = AUTOGROUP.read_text().split()
+    return int(fields[-1]) if fields else INSTRUMENT_NICENESS
+
+
 def prioritise_session(niceness: int = INSTRUMENT_NICENESS) -> int | None:
     """Give this process's session (the harness: pytest, its xdist workers, the
     workload processes) the niceness against other sessions. Returns the niceness
     it replaced, for `restore_session`, or None where it could not (no autogroup
-    scheduling, or no CAP_SYS_NICE)."""
+    scheduling, a process in the root autogroup, or no CAP_SYS_NICE)."""
     try:
         previous = int(AUTOGROUP.read_text().split()[-1])
         _write_autogroup(AUTOGROUP, str(niceness))
@@ -79,7 +89,7 @@ def share_session_priority(pid: int) -> bool:
     rank took the CPU from the instruments in a reconnect storm (harness lag max
     90 ms -> 252 ms over the idle soak). Returns whether it took effect."""
     try:
-        harness = int(AUTOGROUP.read_text().split()[-1])
+        harness = _harness_session_niceness()
         niceness = min(0, harness + WORKLOAD_NICENESS - INSTRUMENT_NICENESS)
         _write_autogroup(Path(f"/proc/{pid}/autogroup"), str(niceness))
     except (OSError, ValueError, IndexError):

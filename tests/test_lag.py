@@ -103,6 +103,28 @@ def test_a_proxy_session_ranks_with_the_workload_below_the_instruments() -> None
         child.wait()
 
 
+def test_a_harness_in_the_root_autogroup_still_ranks_a_proxy_with_the_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI runner that init forked without setsid() lives in the root autogroup,
+    whose /proc file is empty: its threads compete on their own niceness, so the
+    proxy still goes to the workload's."""
+    if not AUTOGROUP.exists() or os.geteuid() != 0:
+        pytest.skip("needs autogroup scheduling and root (CAP_SYS_NICE)")
+    root_autogroup = tmp_path / "autogroup"
+    root_autogroup.write_text("")
+    monkeypatch.setattr("pytest_pgha.lag.AUTOGROUP", root_autogroup)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    child = subprocess.Popen(sleeper, start_new_session=True)
+    try:
+        assert share_session_priority(child.pid)
+        theirs = int(Path(f"/proc/{child.pid}/autogroup").read_text().split()[-1])
+        assert theirs == WORKLOAD_NICENESS
+    finally:
+        child.kill()
+        child.wait()
+
+
 RAPID_SHARES = """
 import subprocess, sys
 from pytest_pgha.lag import share_session_priority
