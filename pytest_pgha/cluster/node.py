@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from pytest_pgha.cluster import conf
+from pytest_pgha.cluster import conf, timelines
 from pytest_pgha.cluster.binaries import PgBinaries
 from pytest_pgha.cluster.lsn import lsn_to_int
 from pytest_pgha.cluster.template import (
@@ -413,7 +413,7 @@ class Node:
     def rejoin(self, new_primary: Node, *, rewind: bool = True, timeout: float = 60.0) -> str:
         """Make this node (e.g. a failed old primary) a standby of new_primary. With
         rewind, pg_rewind first undoes what this node wrote after the timelines
-        diverged (it says "no rewind required" when they did not)."""
+        diverged; when they did not, the output says "no rewind required" and why."""
         if self.running():
             self.stop("fast")
         self.close_kept_session()
@@ -422,28 +422,8 @@ class Node:
             kill_inside(self.datadir)  # orphans of a crash would hold the data directory
         output = ""
         if rewind:
-            # pg_rewind before 16 reads the source's timeline from its control file,
-            # which only a checkpoint after the promotion updates; without one it
-            # wrongly answers "no rewind required".
-            new_primary.sql("CHECKPOINT")
-            # A standby that crashed is not shut down cleanly either: pg_rewind then
-            # runs crash recovery in single-user mode, which refuses standby mode.
-            # Without the signal file it replays what WAL it has, as Patroni does
-            # before a rewind; configure_as_replica() puts the file back.
-            for name in ("standby.signal", "recovery.signal"):
-                (self.datadir / name).unlink(missing_ok=True)
-            source = new_primary.dsn(SUPERUSER, "postgres")
-            output = self.transport.run(
-                [
-                    self.binaries.program("pg_rewind"),
-                    f"--target-pgdata={self.datadir}",
-                    f"--source-server={source}",
-                    "--progress",
-                ],
-                cwd=self.datadir,
-                env=base_env(),
-                what=f"pg_rewind of {self.name}",
-            )
+            self._shut_down_cleanly(timeout)
+            output = self._rewind_if_diverged(new_primary)
         # pg_rewind copies the source's files, our include file among them; the slots
         # this node had as a primary would only hold back WAL on a standby.
         self.clear_slots()
@@ -451,6 +431,68 @@ class Node:
         self.configure_as_replica(new_primary)
         self.start(timeout)
         return output
+
+    def _rewind_if_diverged(self, new_primary: Node) -> str:
+        # pg_rewind before 16 reads the source's timeline from its control file,
+        # which only a checkpoint after the promotion updates.
+        new_primary.sql("CHECKPOINT")
+        primary_timeline = int(new_primary.value("SELECT timeline_id FROM pg_control_checkpoint()"))
+        history = ""
+        if primary_timeline > 1:
+            history_file = f"pg_wal/{primary_timeline:08X}.history"
+            history = str(new_primary.value("SELECT pg_read_file(%s)", [history_file]))
+        local = timelines.wal_end(self.control_data())
+        if not timelines.diverged(local, primary_timeline, history):
+            return (
+                f"no rewind required: {self.name} ends on {local}, within the history of "
+                f"{new_primary.name}'s timeline {primary_timeline}"
+            )
+        return self.transport.run(
+            [
+                self.binaries.program("pg_rewind"),
+                f"--target-pgdata={self.datadir}",
+                f"--source-server={new_primary.dsn(SUPERUSER, 'postgres')}",
+                "--progress",
+            ],
+            cwd=self.datadir,
+            env=base_env(),
+            what=f"pg_rewind of {self.name}",
+        )
+
+    def _shut_down_cleanly(self, timeout: float) -> None:
+        """pg_rewind needs a cleanly shut down target. After a crash, recover in
+        standby mode with no upstream and stop: the node replays the WAL it has and
+        writes nothing of its own. pg_rewind's own way, crash recovery in single-user
+        mode, ends recovery with a checkpoint record: on a standby already on the
+        new primary's timeline that record is one the primary never wrote, pg_rewind
+        (one timeline) finds nothing to rewind, and the standby then waits forever
+        for WAL it cannot read ("waiting for WAL to become available" in a loop)."""
+        if self.control_data()["Database cluster state"].startswith("shut down"):
+            return
+        self.write_conf()  # no primary_conninfo: local WAL only
+        signal_file = self.datadir / "standby.signal"
+        signal_file.touch()
+        self._context.identity.own(signal_file)
+        self.start(timeout)
+        self.stop("fast", timeout)
+
+    def control_data(self) -> dict[str, str]:
+        """pg_controldata's fields: "Database cluster state" ("in production", "shut
+        down", "shut down in recovery", ...), checkpoint and recovery positions."""
+        output = self.transport.run(
+            [self.binaries.program("pg_controldata"), "-D", str(self.datadir)],
+            cwd=self.datadir,
+            env=base_env(),
+            what=f"pg_controldata of {self.name}",
+        )
+        fields = {}
+        for line in output.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                fields[key.strip()] = value.strip()
+        if "Database cluster state" not in fields:
+            raise ClusterError(f"pg_controldata of {self.name} printed no cluster state")
+        return fields
 
     def clear_slots(self) -> None:
         """Drop the replication slots a cloned data directory inherited."""

@@ -87,3 +87,41 @@ def test_rejoin_clears_the_old_primarys_slots(fresh: Cluster) -> None:
     # Slots left on a standby would hold back its WAL for consumers that are gone.
     assert old.sql("SELECT slot_name FROM pg_replication_slots") == []
     assert other.upstream is old  # untouched: still following the old primary's stream
+
+
+def test_a_crashed_standby_rejoins_without_a_record_of_its_own(fresh: Cluster) -> None:
+    """A standby that lost power, on the primary's own timeline: it recovers in
+    standby mode and follows again. (Crash recovery in single-user mode, pg_rewind's
+    own way, appended an end-of-recovery checkpoint the primary never wrote, and the
+    standby then waited forever for WAL it could not read.)"""
+    primary, standby, _ = fresh.nodes
+    primary.sql("CREATE TABLE t (id int)", user="app")
+    primary.sql("INSERT INTO t SELECT generate_series(1, 1000)", user="app")
+    fresh.wait_for_replay()
+    standby.crash()
+    primary.sql("INSERT INTO t SELECT generate_series(1001, 2000)", user="app")
+    output = fresh.rejoin(standby)
+    assert "no rewind required" in output
+    primary.sql("INSERT INTO t VALUES (2001)", user="app")
+    fresh.wait_for_replay(standbys=[standby], timeout=20)
+    assert count(standby, "t") == 2001
+
+
+def test_a_standby_that_followed_a_promotion_and_crashed_needs_no_rewind(fresh: Cluster) -> None:
+    """Its WAL is within the new timeline's history: it follows again as it is (the
+    decision is Patroni's: where its WAL ends against the timeline's switch point)."""
+    old, new, other = fresh.nodes
+    old.sql("CREATE TABLE t (id int)", user="app")
+    fresh.wait_for_replay()
+    old.stop("fast")
+    fresh.promote(new)
+    other.follow(new)
+    fresh.wait_streaming([other])
+    new.sql("INSERT INTO t SELECT generate_series(1, 1000)", user="app")
+    fresh.wait_for_replay(standbys=[other])
+    other.crash()
+    output = fresh.rejoin(other)
+    assert "no rewind required" in output and "timeline 2" in output, output
+    new.sql("INSERT INTO t VALUES (1001)", user="app")
+    fresh.wait_for_replay(standbys=[other], timeout=20)
+    assert count(other, "t") == 1001
