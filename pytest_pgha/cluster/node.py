@@ -420,10 +420,7 @@ class Node:
         if self._process is not None:
             self._thaw_all()
             kill_inside(self.datadir)  # orphans of a crash would hold the data directory
-        output = ""
-        if rewind:
-            self._shut_down_cleanly(timeout)
-            output = self._rewind_if_diverged(new_primary)
+        output = self._rewind_if_diverged(new_primary) if rewind else ""
         # pg_rewind copies the source's files, our include file among them; the slots
         # this node had as a primary would only hold back WAL on a standby.
         self.clear_slots()
@@ -433,20 +430,32 @@ class Node:
         return output
 
     def _rewind_if_diverged(self, new_primary: Node) -> str:
+        """pg_rewind when this node's WAL left the new primary's timeline history, as
+        Patroni decides: a standby's WAL ends at its minimum recovery point, a cleanly
+        stopped primary's at its shutdown checkpoint. A crashed primary's end is
+        unknown until crash recovery, which pg_rewind runs itself (single-user).
+
+        Only a node about to be rewound may go through that single-user recovery: it
+        ends with a checkpoint record of the node's own, and on a standby already on
+        the new primary's timeline that record is one the primary never wrote (the
+        standby then waits forever for WAL it cannot read)."""
         # pg_rewind before 16 reads the source's timeline from its control file,
         # which only a checkpoint after the promotion updates.
         new_primary.sql("CHECKPOINT")
-        primary_timeline = int(new_primary.value("SELECT timeline_id FROM pg_control_checkpoint()"))
-        history = ""
-        if primary_timeline > 1:
-            history_file = f"pg_wal/{primary_timeline:08X}.history"
-            history = str(new_primary.value("SELECT pg_read_file(%s)", [history_file]))
-        local = timelines.wal_end(self.control_data())
-        if not timelines.diverged(local, primary_timeline, history):
-            return (
-                f"no rewind required: {self.name} ends on {local}, within the history of "
-                f"{new_primary.name}'s timeline {primary_timeline}"
-            )
+        control = self.control_data()
+        state = control["Database cluster state"]
+        if state in ("shut down", *timelines.IN_RECOVERY_STATES):
+            local = timelines.wal_end(control)
+            primary_timeline, history = _timeline_history(new_primary)
+            if not timelines.diverged(local, primary_timeline, history):
+                return (
+                    f"no rewind required: {self.name} ends on {local}, within the history "
+                    f"of {new_primary.name}'s timeline {primary_timeline}"
+                )
+        if not state.startswith("shut down"):
+            # Single-user crash recovery refuses standby mode.
+            for name in ("standby.signal", "recovery.signal"):
+                (self.datadir / name).unlink(missing_ok=True)
         return self.transport.run(
             [
                 self.binaries.program("pg_rewind"),
@@ -458,23 +467,6 @@ class Node:
             env=base_env(),
             what=f"pg_rewind of {self.name}",
         )
-
-    def _shut_down_cleanly(self, timeout: float) -> None:
-        """pg_rewind needs a cleanly shut down target. After a crash, recover in
-        standby mode with no upstream and stop: the node replays the WAL it has and
-        writes nothing of its own. pg_rewind's own way, crash recovery in single-user
-        mode, ends recovery with a checkpoint record: on a standby already on the
-        new primary's timeline that record is one the primary never wrote, pg_rewind
-        (one timeline) finds nothing to rewind, and the standby then waits forever
-        for WAL it cannot read ("waiting for WAL to become available" in a loop)."""
-        if self.control_data()["Database cluster state"].startswith("shut down"):
-            return
-        self.write_conf()  # no primary_conninfo: local WAL only
-        signal_file = self.datadir / "standby.signal"
-        signal_file.touch()
-        self._context.identity.own(signal_file)
-        self.start(timeout)
-        self.stop("fast", timeout)
 
     def control_data(self) -> dict[str, str]:
         """pg_controldata's fields: "Database cluster state" ("in production", "shut
@@ -509,3 +501,12 @@ def _signal_number(signum: int | str) -> int:
             )
         return SIGNAL_NAMES[signum.lower()]
     return int(signum)
+
+
+def _timeline_history(node: Node) -> tuple[int, str]:
+    """The node's current timeline and its history file ("" on timeline 1)."""
+    timeline = int(node.value("SELECT timeline_id FROM pg_control_checkpoint()"))
+    if timeline == 1:
+        return timeline, ""
+    history = node.value("SELECT pg_read_file(%s)", [f"pg_wal/{timeline:08X}.history"])
+    return timeline, str(history)
