@@ -100,6 +100,9 @@ class Node:
         self._settings = dict(settings)
         self.log_path = datadir.parent / f"{name}.log"
         self._process: ManagedProcess | None = None
+        # SIGKILL sent to the postmaster: it is down, even while the kernel has not
+        # reaped it yet (a poll right after the signal can still find it alive).
+        self._killed = False
         self.upstream: Node | None = None
         # What lies between this node, as a standby, and its upstream: None for a
         # direct connection, or a fault proxy (pytest_pgha.faults.toxiproxy).
@@ -196,7 +199,7 @@ class Node:
         return self._process.pid if self._process and self._process.running() else None
 
     def running(self) -> bool:
-        return self._process is not None and self._process.running()
+        return self._process is not None and not self._killed and self._process.running()
 
     def write_conf(self, extra: Mapping[str, str] | None = None) -> None:
         settings = {
@@ -215,8 +218,11 @@ class Node:
         if self._process is not None:
             # A crashed postmaster leaves backends behind for a moment; they would keep
             # the old shared memory busy and the new postmaster would refuse to start.
+            if self._killed:
+                self._process.wait(10.0)
             kill_inside(self.datadir)
             self._process.forget()
+        self._killed = False
         self._process = ManagedProcess(
             [self.binaries.program("postgres"), "-D", str(self.datadir)],
             label=self.name,
@@ -293,6 +299,7 @@ class Node:
         exits when it next notices its postmaster gone). Returns how many there were."""
         doomed = self.processes() if victims is None else victims
         self.transport.kill(doomed, signal.SIGKILL)
+        self._killed = True
         self.close_kept_session()
         return len(doomed)
 
@@ -316,6 +323,7 @@ class Node:
         if self._process is None or not self._process.running():
             return 0
         killed = self.transport.kill(self.transport.processes(self._process.pid), signal.SIGKILL)
+        self._killed = True
         self.close_kept_session()
         return killed
 
@@ -419,6 +427,8 @@ class Node:
         self.close_kept_session()
         if self._process is not None:
             self._thaw_all()
+            if self._killed:  # until reaped, its pid keeps postmaster.pid "in use"
+                self._process.wait(10.0)
             kill_inside(self.datadir)  # orphans of a crash would hold the data directory
         output = self._rewind_if_diverged(new_primary) if rewind else ""
         # pg_rewind copies the source's files, our include file among them; the slots

@@ -99,6 +99,7 @@ def test_a_crashed_standby_rejoins_without_a_record_of_its_own(fresh: Cluster) -
     primary.sql("INSERT INTO t SELECT generate_series(1, 1000)", user="app")
     fresh.wait_for_replay()
     standby.crash()
+    assert not standby.running()  # at once, reaped or not: heal() must see it down
     primary.sql("INSERT INTO t SELECT generate_series(1001, 2000)", user="app")
     output = fresh.rejoin(standby)
     assert "no rewind required" in output
