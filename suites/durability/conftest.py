@@ -1,7 +1,7 @@
 """The durability suite's clusters and replication paths.
 
-Every standby streams through a toxiproxy link with a small latency (10 ms each way),
-so that standbys trail the primary as over a real network and a loss, when the
+Every standby streams through a toxiproxy link with a small, uneven latency (10 ms
+± 5 ms each way, toxiproxy's latency toxic with jitter), so that standbys trail the primary as over a real network and a loss, when the
 configuration allows one, happens at every kill: a primary killed with its network
 (pytest_pgha.faults.inject.kill_primary cuts the links) takes the WAL still in flight
 with it.
@@ -12,8 +12,10 @@ import pytest
 from pytest_pgha.plugin.cluster_fixtures import pgha_cluster_factory
 
 QUICK = {"wal_retrieve_retry_interval": "100ms"}
-# One way, on every replication link: a round trip of 20 ms.
+# One way, on every replication link: a round trip of 20 ms, each chunk of data
+# delayed by up to LINK_JITTER_MS more or less (a WAN is never even).
 LINK_LATENCY_MS = 10
+LINK_JITTER_MS = 5
 # The transactions each trial's workload offers per second (all workers): enough to
 # have commits in flight at every kill, little enough to share 2 cores under -n 4.
 RATE = 1000.0
@@ -32,9 +34,10 @@ def pgha_cluster(request: pytest.FixtureRequest):
 
 @pytest.fixture
 def lagging_links(pgha_replication_links):
-    """Every replication path through toxiproxy with LINK_LATENCY_MS each way."""
+    """Every replication path through toxiproxy with LINK_LATENCY_MS ± LINK_JITTER_MS
+    each way."""
     for link in pgha_replication_links.values():
-        link.latency(LINK_LATENCY_MS)
+        link.latency(LINK_LATENCY_MS, jitter_ms=LINK_JITTER_MS)
     return pgha_replication_links
 
 

@@ -38,6 +38,24 @@ def test_latency_on_the_link_delays_every_synchronous_commit(pgha_cluster, pgha_
             assert time.monotonic() - started >= 0.080
 
 
+def test_jitter_varies_the_latency_around_its_mean(pgha_cluster, pgha_replication_links):
+    """toxiproxy takes the jitter on both directions' toxics; each commit still waits
+    at least a round trip at the lowest latency the jitter allows."""
+    pgha_cluster.primary.sql("CREATE TABLE IF NOT EXISTS t (i int)")
+    link = pgha_replication_links[pgha_cluster.replicas[0].name]
+    link.latency(40, jitter_ms=30)
+    toxics = link.server.api("GET", f"/proxies/{link.name}/toxics")
+    assert sorted((t["stream"], t["attributes"]["jitter"]) for t in toxics) == [
+        ("downstream", 30),
+        ("upstream", 30),
+    ]
+    with pgha_cluster.primary.connect() as conn:
+        for _ in range(5):
+            started = time.monotonic()
+            conn.execute("INSERT INTO t VALUES (1)")
+            assert time.monotonic() - started >= 0.020
+
+
 def test_a_disabled_link_cuts_replication_until_enabled(pgha_cluster, pgha_replication_links):
     standby = pgha_cluster.replicas[0]
     link = pgha_replication_links[standby.name]
