@@ -285,27 +285,56 @@ def _cancel_then_fail_over(cluster: Cluster, timeline: Timeline, options: FaultO
     held, pids = pile_up_waiters(cluster, timeline)
     try:
         primary = cluster.primary
-        xids = waiting_xids(primary, pids)
-        primary.sql("SELECT pg_cancel_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
-        # Until the cancelled commits returned (their sessions go on to the next
-        # transaction, which waits in turn: the xids tell the waits apart).
-        deadline = time.monotonic() + WAITERS_TIMEOUT_S
-        while still_waiting(primary, xids):
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"cancelled commits still waited for the standby after {WAITERS_TIMEOUT_S:.0f}s"
-                )
-            time.sleep(0.005)
-        # And until their clients read the acknowledgement: a session that began its
-        # next transaction did (a kill before that would break their connections).
-        deadline = time.monotonic() + MOVED_ON_TIMEOUT_S
-        while not moved_on(primary, pids, xids) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        # Two waves. The commits waiting when the link was cut may have had their WAL
+        # in flight on it already (toxiproxy delivers what a latency toxic holds when
+        # another toxic is added), so the standby can have them; the commits that the
+        # same sessions wait on next were written after the cut and never reach it.
+        xids = _cancel_waits(primary, pids)
+        pids = _await_waiters(primary, pids)
+        xids += _cancel_waits(primary, pids)
         timeline.record("waits_cancelled", sessions=len(pids), xids=xids)
         event = kill_primary(cluster, timeline)
     finally:
         held.release(timeline)
     return event
+
+
+def _cancel_waits(primary: Node, pids: list[int]) -> list[str]:
+    """Cancel the synchronous waits of pids; return once their clients read the
+    acknowledgement. Returns the cancelled commits' xids."""
+    xids = waiting_xids(primary, pids)
+    primary.sql("SELECT pg_cancel_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+    # Until the cancelled commits returned (their sessions go on to the next
+    # transaction, which waits in turn: the xids tell the waits apart).
+    deadline = time.monotonic() + WAITERS_TIMEOUT_S
+    while still_waiting(primary, xids):
+        if time.monotonic() > deadline:
+            raise ClusterError(
+                f"cancelled commits still waited for the standby after {WAITERS_TIMEOUT_S:.0f}s"
+            )
+        time.sleep(0.005)
+    # And until their clients read the acknowledgement: a session that began its
+    # next transaction did (a kill before that would break their connections).
+    deadline = time.monotonic() + MOVED_ON_TIMEOUT_S
+    while not moved_on(primary, pids, xids) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return xids
+
+
+def _await_waiters(primary: Node, pids: list[int]) -> list[int]:
+    """Until the sessions in pids wait for the held standbys again (those that do
+    within WAITERS_TIMEOUT_S)."""
+    deadline = time.monotonic() + WAITERS_TIMEOUT_S
+    while time.monotonic() < deadline:
+        waiting = [pid for pid in waiting_pids(primary) if pid in pids]
+        if len(waiting) == len(pids):
+            return waiting
+        time.sleep(0.005)
+    if not waiting:
+        raise ClusterError(
+            f"no session waited for the held standbys again within {WAITERS_TIMEOUT_S:.0f}s"
+        )
+    return waiting
 
 
 def _make_synchronous(safe: bool) -> FaultAction:
