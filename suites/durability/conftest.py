@@ -1,10 +1,10 @@
 """The durability suite's clusters and replication paths.
 
 Every standby streams through a toxiproxy link with a small, uneven latency (10 ms
-± 5 ms each way, toxiproxy's latency toxic with jitter), so that standbys trail the primary as over a real network and a loss, when the
-configuration allows one, happens at every kill: a primary killed with its network
-(pytest_pgha.faults.inject.kill_primary cuts the links) takes the WAL still in flight
-with it.
+± 5 ms each way, toxiproxy's latency toxic with jitter), so that standbys trail the
+primary as over a real network and a loss, when the configuration allows one, happens
+at every kill: a primary killed with its network (pytest_pgha.faults.inject.kill_primary
+cuts the links) takes the WAL still in flight with it.
 """
 
 import pytest
