@@ -8,17 +8,21 @@ from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metri
 from pytest_pgha.metrics.reads import read_path_metrics
 from pytest_pgha.metrics.restart import ProbeReport, summarise
 from pytest_pgha.metrics.server_gap import COMMIT_TIMES_SQL, largest_commit_gap_ms
+from pytest_pgha.metrics.staleness import EndpointStaleness, Read, Write, staleness
 
 __all__ = [
     "CATALOG",
     "COMMIT_TIMES_SQL",
     "Bucket",
     "DurabilityFigures",
+    "EndpointStaleness",
     "FailoverMetrics",
     "Metric",
     "MetricCatalog",
     "ProbeReport",
+    "Read",
     "Verdict",
+    "Write",
     "compute_failover_metrics",
     "largest_commit_gap_ms",
     "post_inject_buckets",
@@ -26,5 +30,6 @@ __all__ = [
     "read_path_metrics",
     "register_metric",
     "resolve",
+    "staleness",
     "summarise",
 ]

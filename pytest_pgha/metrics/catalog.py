@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pytest_pgha.errors import PghaConfigError
 
-UNITS = ("ms", "count", "workers", "bytes", "ratio")
+UNITS = ("ms", "count", "workers", "bytes", "ratio", "percent")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
