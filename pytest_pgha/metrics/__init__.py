@@ -8,7 +8,7 @@ from pytest_pgha.metrics.failover import FailoverMetrics, compute_failover_metri
 from pytest_pgha.metrics.reads import read_path_metrics
 from pytest_pgha.metrics.restart import ProbeReport, summarise
 from pytest_pgha.metrics.server_gap import COMMIT_TIMES_SQL, largest_commit_gap_ms
-from pytest_pgha.metrics.staleness import EndpointStaleness, Read, Write, staleness
+from pytest_pgha.metrics.staleness import EndpointStaleness, staleness
 
 __all__ = [
     "CATALOG",
@@ -20,9 +20,7 @@ __all__ = [
     "Metric",
     "MetricCatalog",
     "ProbeReport",
-    "Read",
     "Verdict",
-    "Write",
     "compute_failover_metrics",
     "largest_commit_gap_ms",
     "post_inject_buckets",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_pgha.metrics.catalog import register_metric
+from pytest_pgha.workload.stale_reads import Read, Write
 
 register_metric(
     "stale_read_pct",
@@ -44,21 +45,6 @@ register_metric(
     precision="exact",
     group="reads",
 )
-
-
-@dataclass(frozen=True)
-class Write:
-    value: int
-    acked_us: int  # wall clock, when COMMIT returned
-    commit_lsn: int  # the WAL insert position right after the commit
-
-
-@dataclass(frozen=True)
-class Read:
-    endpoint: str
-    started_us: int
-    value: int  # the largest value the read saw (0: none yet)
-    replay_lsn: int | None  # the serving node's pg_last_wal_replay_lsn(), None on a primary
 
 
 @dataclass(frozen=True)

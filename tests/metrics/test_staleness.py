@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_pgha.metrics.staleness import Percentiles, Read, Write, staleness
+from pytest_pgha.metrics.staleness import Percentiles, staleness
+from pytest_pgha.workload.stale_reads import Read, Write
 
 # Values 1..5 acknowledged every 10 ms from t=1000 us, each commit 100 bytes further.
 WRITES = [Write(v, 1000 + (v - 1) * 10_000, 5000 + v * 100) for v in range(1, 6)]
